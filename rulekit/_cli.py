@@ -1,0 +1,56 @@
+"""The `rulekit` command line: `rulekit rules`, `rulekit check` (see `rulekit --help`)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from rulekit._registry import registry
+
+
+def _import_all(modules: Sequence[str]) -> None:
+    for name in modules:
+        importlib.import_module(name)
+
+
+def _cmd_rules(args: argparse.Namespace) -> int:
+    _import_all(args.modules)
+    entries = registry.entries()
+    if args.module:
+        entries = [e for e in entries if e.module.startswith(args.module)]
+    by_module: dict[str, list[str]] = {}
+    for e in entries:
+        by_module.setdefault(e.module, []).append(e.describe().split(" -> ")[0] + f"  [{e.kind}]")
+    for module in sorted(by_module):
+        print(f"{module}  ({len(by_module[module])} rules)")
+        for line in sorted(by_module[module]):
+            print(f"  {line}")
+    print(f"{len(entries)} rules in {len(by_module)} modules")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="rulekit",
+        description="Rules for reverse-mode AD of NumPy/SciPy/BLAS code, and their conformance kit.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    p_rules = sub.add_parser("rules", help="list registered rule signatures, by module")
+    p_rules.add_argument(
+        "modules", nargs="*", default=["rules"], help="modules to import first (default: rules)"
+    )
+    p_rules.add_argument("--module", help="only rules registered by this module (prefix)")
+    p_rules.set_defaults(func=_cmd_rules)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

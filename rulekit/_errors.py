@@ -1,0 +1,27 @@
+"""The exceptions rulekit raises. Each message says what happened and what to do."""
+
+from __future__ import annotations
+
+
+class RulekitError(Exception):
+    """Base class of every error rulekit raises on purpose."""
+
+
+class RuleRegistrationError(RulekitError, TypeError):
+    """A rule registration is malformed (caught when it is registered, not when called)."""
+
+
+class MissingRuleError(RulekitError, LookupError):
+    """No registered rule matches a concrete call signature."""
+
+
+class AmbiguousRuleError(RulekitError, LookupError):
+    """Two registered rules match a call and neither is more specific than the other."""
+
+
+class TracingError(RulekitError, RuntimeError):
+    """A traced value would silently leave the trace, which would give a wrong gradient."""
+
+
+class TangentError(RulekitError, TypeError):
+    """A value has no tangent type, or two tangents do not fit together."""

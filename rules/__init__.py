@@ -1,0 +1,1 @@
+"""rulekit's bundled rules: importing this package registers them all."""

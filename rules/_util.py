@@ -1,0 +1,104 @@
+"""Helpers shared by the bundled rules: unwrapping, broadcasting adjoints, rdata, patterns.
+
+Conventions every bundled rule follows (see docs/concepts.md):
+
+* an argument is *active* when its CoDual's `dx` is not None; no work is spent
+  on the adjoint of an inactive one;
+* array adjoints are *incremented* into `dx` in place (reduced over broadcast
+  axes by `accumulate`); scalar adjoints are returned as rdata of the
+  scalar's own type (`scalar_rdata`);
+* complex values follow the convention of JAX and PyTorch: for a holomorphic
+  `y = f(x)` the cotangent is `x̄ = conj(f'(x)) · ȳ`, which makes the
+  real inner product Re⟨ȳ, J ẋ⟩ = Re⟨Jᴴ ȳ, ẋ⟩ hold.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Union
+
+import numpy as np
+
+from rulekit import Array, CoDual, NoFData, NoRData, zero_fdata
+
+__all__ = [
+    "NO_F",
+    "NO_R",
+    "Numeric",
+    "Real",
+    "accumulate",
+    "fdata",
+    "new_output",
+    "primal",
+    "scalar_rdata",
+    "unbroadcast",
+]
+
+NO_F = NoFData()
+NO_R = NoRData()
+
+#: Any numeric operand of a ufunc: arrays of any numeric/bool dtype and Python/numpy scalars.
+Numeric = Union[Array[np.number], Array[np.bool_], float, int, bool, complex, np.number, np.bool_]
+#: Real floating operands (arrays or scalars).
+Real = Union[Array[np.floating], float, np.floating]
+
+
+def primal(v: Any) -> Any:
+    """The primal of a CoDual, or the value itself (keyword arguments may be plain)."""
+    return v.x if isinstance(v, CoDual) else v
+
+
+def fdata(v: Any) -> Any:
+    """The fdata of an active CoDual, else None (inactive, or a plain keyword value)."""
+    return v.dx if isinstance(v, CoDual) else None
+
+
+def new_output(y: Any) -> CoDual:
+    """A CoDual for a freshly computed output: zero fdata for arrays, NoFData for scalars."""
+    return CoDual(y, zero_fdata(y))
+
+
+def unbroadcast(g: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """Sum `g` over the axes along which an operand of `shape` was broadcast to `g.shape`."""
+    if g.shape == shape:
+        return g
+    lead = g.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(
+        lead + i for i, n in enumerate(shape) if n == 1 and g.shape[lead + i] != 1
+    )
+    out = g.sum(axis=axes, keepdims=True) if axes else g
+    return out.reshape(shape)
+
+
+def _real_if_needed(g: Any, dtype: np.dtype) -> Any:
+    # A real operand of a complex computation gets the real part of its cotangent.
+    if np.iscomplexobj(g) and dtype.kind != "c":
+        return np.real(g)
+    return g
+
+
+def accumulate(cd: CoDual, g: Any) -> Any:
+    """Add the cotangent `g` (broadcast shape) into argument `cd`; return its rdata.
+
+    Arrays: `cd.dx += unbroadcast(g)` in place, rdata `NoRData()`. Scalars: the
+    rdata `type(x)(Σ g)`. Inactive arguments and non-differentiable ones: nothing.
+    """
+    dx = cd.dx
+    if dx is None:
+        return NO_R
+    if isinstance(dx, np.ndarray):
+        g = _real_if_needed(np.asarray(g), dx.dtype)
+        dx += unbroadcast(g, dx.shape)
+        return NO_R
+    return scalar_rdata(cd.x, g)
+
+
+def scalar_rdata(x: Any, g: Any) -> Any:
+    """The rdata of scalar primal `x` given a cotangent `g` (summed if an array)."""
+    if isinstance(x, (bool, int, np.integer, np.bool_)):
+        return NO_R
+    if not isinstance(x, (float, complex, np.floating, np.complexfloating)):
+        return NO_R
+    total = np.sum(g) if isinstance(g, np.ndarray) else g
+    if not isinstance(x, (complex, np.complexfloating)):
+        total = np.real(total)
+    return type(x)(total)

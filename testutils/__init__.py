@@ -1,0 +1,1 @@
+"""The conformance kit: prove a rule right, allocation-free and safe to reuse."""
