@@ -34,7 +34,7 @@ def _cmd_rules(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="rulekit",
-        description="Rules for reverse-mode AD of NumPy/SciPy/BLAS code, and their conformance kit.",
+        description="Rules for reverse-mode AD of NumPy/SciPy/BLAS code, and their test kit.",
     )
     sub = parser.add_subparsers(dest="command", required=True)
     p_rules = sub.add_parser("rules", help="list registered rule signatures, by module")

@@ -144,9 +144,12 @@ class Registration:
         """Whether `other` is at least as specific as `self` for calls of arity `n`."""
         mine, theirs = self.expand(n), other.expand(n)
         assert mine is not None and theirs is not None
-        if self.out is not None and other.out is not None:
-            if not is_subpattern(other.out, self.out):
-                return False
+        if (
+            self.out is not None
+            and other.out is not None
+            and not is_subpattern(other.out, self.out)
+        ):
+            return False
         return all(is_subpattern(q, p) for p, q in zip(mine, theirs, strict=True))
 
     def describe(self) -> str:
@@ -322,8 +325,11 @@ class Registry:
         name = function_name(sig.f)
         msg = f"no rule for {sig!r}."
         if entries:
-            msg += " Rules registered for " + name + ":\n" + "\n".join(
-                "  " + e.describe() for e in entries
+            msg += (
+                " Rules registered for "
+                + name
+                + ":\n"
+                + "\n".join("  " + e.describe() for e in entries)
             )
         else:
             msg += f" No rule is registered for {name} at all."

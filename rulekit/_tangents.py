@@ -9,16 +9,16 @@ tangent is split in two halves:
 * **rdata** (reverse data) is the immutable adjoint value a pullback *returns*:
   Python and numpy float/complex scalars.
 
-=============================================  ===============================  ==========================
-primal                                         fdata                            rdata
-=============================================  ===============================  ==========================
-float / complex ndarray                        ndarray (same shape and dtype)   ``NoRData()``
-``float``, ``complex``, numpy float scalars    ``NoFData()``                    same type as the primal
-int, bool, str, None, int/bool arrays, funcs   ``NoFData()``                    ``NoRData()``
-``tuple`` (and NamedTuple)                     tuple of element fdata           tuple of element rdata
-``list``, ``dict``                             same container of full tangents  ``NoRData()``
-registered classes                             ``StructTangent`` of fields      ``NoRData()``
-=============================================  ===============================  ==========================
+==========================================  ============================  ====================
+primal                                      fdata                         rdata
+==========================================  ============================  ====================
+float / complex ndarray                     ndarray (same shape, dtype)   ``NoRData()``
+``float``, ``complex``, numpy float scalar  ``NoFData()``                 same type as primal
+int, bool, str, None, int/bool arrays, fns  ``NoFData()``                 ``NoRData()``
+``tuple`` (and NamedTuple)                  tuple of element fdata        tuple of element rdata
+``list``, ``dict``                          same container of tangents    ``NoRData()``
+registered classes                          ``StructTangent`` of fields   ``NoRData()``
+==========================================  ============================  ====================
 
 A tuple's fdata is ``NoFData()`` when every element's is, and its rdata is
 ``NoRData()`` when every element's is. The full tangent (what
@@ -191,6 +191,8 @@ def _kind_of_type(t: type) -> int:
     for base in t.__mro__[1:]:
         if base in _struct_fields:
             return _STRUCT
+    if any("__call__" in vars(b) for b in t.__mro__[:-1]):
+        return _NONDIFF  # functions and other callables without registered state
     raise TangentError(
         f"rulekit has no tangent type for values of type {t.__module__}.{t.__qualname__}. "
         "Declare one with rulekit.register_tangent(cls) (its differentiable fields), "

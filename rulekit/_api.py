@@ -1,0 +1,317 @@
+"""The AD entry points: `value_and_grad`, `grad`, `value_and_pullback`, `build_rrule`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from rulekit._codual import CoDual
+from rulekit._errors import RulekitError
+from rulekit._tangents import NoFData, NoRData, NoTangent, zero_fdata, zero_tangent
+from rulekit._tape import Tape
+from rulekit._trace import Tracer, is_active_leaf, output_codual, untrace
+from rulekit._traced import Traced
+
+__all__ = [
+    "DerivedRule",
+    "ValueAndGrad",
+    "build_rrule",
+    "grad",
+    "value_and_grad",
+    "value_and_pullback",
+]
+
+_NO_R = NoRData()
+_NO_F = NoFData()
+
+
+def _argnums(argnums: int | Sequence[int], nargs: int, fname: str) -> tuple[int, ...]:
+    nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+    if not nums or not all(isinstance(i, int) and not isinstance(i, bool) for i in nums):
+        raise TypeError(f"argnums must be an int or a non-empty tuple of ints, got {argnums!r}")
+    out = []
+    for i in nums:
+        j = i + nargs if i < 0 else i
+        if not 0 <= j < nargs:
+            raise ValueError(
+                f"argnums={argnums!r} refers to argument {i}, but {fname} was called with "
+                f"{nargs} positional argument(s)."
+            )
+        out.append(j)
+    if len(set(out)) != len(out):
+        raise ValueError(f"argnums={argnums!r} names an argument twice")
+    return tuple(out)
+
+
+def _check_differentiable(x: Any, where: str) -> None:
+    if is_active_leaf(x):
+        if isinstance(x, np.ndarray) and x.dtype == np.float16:
+            return
+        return
+    if isinstance(x, (tuple, list)):
+        if not x:
+            raise TypeError(f"{where} is an empty container: nothing to differentiate")
+        for k, e in enumerate(x):
+            _check_differentiable(e, f"{where}[{k}]")
+        return
+    if isinstance(x, dict):
+        for k, e in x.items():
+            _check_differentiable(e, f"{where}[{k!r}]")
+        return
+    what = f"an array of dtype {x.dtype}" if isinstance(x, np.ndarray) else type(x).__name__
+    raise TypeError(
+        f"{where} is {what}, which is not differentiable. Differentiate with respect to float "
+        "or complex arrays and scalars (or tuples/lists/dicts of them); pass other values "
+        "as constants (leave them out of argnums)."
+    )
+
+
+class _GradBuffers:
+    """Zeroed fdata for the active inputs: fresh per call, or reused (copy=False)."""
+
+    def __init__(self, reuse: bool) -> None:
+        self.reuse = reuse
+        self.cache: dict[Any, np.ndarray] = {}
+
+    def fdata(self, x: Any, key: Any) -> Any:
+        if isinstance(x, np.ndarray):
+            if not self.reuse:
+                return np.zeros_like(x)
+            buf = self.cache.get(key)
+            if buf is None or buf.shape != x.shape or buf.dtype != x.dtype:
+                buf = self.cache[key] = np.zeros_like(x)
+            else:
+                buf.fill(0)
+            return buf
+        if isinstance(x, tuple):
+            fs = tuple(self.fdata(e, (key, i)) for i, e in enumerate(x))
+            return _NO_F if all(isinstance(f, NoFData) for f in fs) else fs
+        if isinstance(x, list):
+            return [self.fdata(e, (key, i)) for i, e in enumerate(x)]
+        if isinstance(x, dict):
+            return {k: self.fdata(e, (key, k)) for k, e in x.items()}
+        return _NO_F
+
+
+def _gradient(x: Any, traced: Any, dx: Any, tape: Tape) -> Any:
+    """The full cotangent of input `x` after the reverse pass."""
+    if type(traced) is Traced:
+        return tape.rdata[traced.slot] if traced.scalar else dx
+    if isinstance(x, tuple):
+        dxs = (None,) * len(x) if isinstance(dx, NoFData) else dx
+        vals = [_gradient(e, t, d, tape) for e, t, d in zip(x, traced, dxs, strict=True)]
+        return type(x)(*vals) if hasattr(x, "_fields") else tuple(vals)
+    if isinstance(x, list):
+        return [_gradient(e, t, d, tape) for e, t, d in zip(x, traced, dx, strict=True)]
+    if isinstance(x, dict):
+        return {k: _gradient(e, traced[k], dx[k], tape) for k, e in x.items()}
+    return zero_tangent(x)
+
+
+def _contiguous(x: Any) -> Any:
+    # fdata made by zeros_like has the primal's strides only for contiguous layouts;
+    # views must alias fdata exactly as they alias primals, so strided inputs are copied.
+    if isinstance(x, np.ndarray) and not (x.flags.c_contiguous or x.flags.f_contiguous):
+        return np.ascontiguousarray(x)
+    return x
+
+
+class ValueAndGrad:
+    """`value_and_grad(f)`: a callable returning `(value, grads)`; keeps its rules per site.
+
+    The rules built at each call position are reused on the next call when the
+    signature there matches (rebuilt where it does not), so stateful rules warm
+    up once. `copy=False` returns internal buffers (gradients, and an array
+    value) that stay valid until the next call: with stateful rules, the
+    steady state then allocates no numpy memory at all.
+    """
+
+    def __init__(
+        self,
+        f: Callable[..., Any],
+        argnums: int | Sequence[int] = 0,
+        has_aux: bool = False,
+        copy: bool = True,
+        scalar_output: bool = True,
+    ) -> None:
+        if not callable(f):
+            raise TypeError(f"value_and_grad expects a callable, got {f!r}")
+        self.f = f
+        self.argnums = argnums
+        self.has_aux = has_aux
+        self.copy = copy
+        self.scalar_output = scalar_output
+        self.tracer = Tracer(f)
+        self.buffers = _GradBuffers(reuse=not copy)
+        self._value_buf: np.ndarray | None = None
+        self.__wrapped__ = f
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        fname = getattr(self.f, "__name__", repr(self.f))
+        nums = _argnums(self.argnums, len(args), fname)
+        for i in nums:
+            _check_differentiable(args[i], f"argument {i} of {fname}")
+        tape = Tape(self.tracer.sites)
+        targs = list(args)
+        prims: dict[int, Any] = {}
+        dxs: dict[int, Any] = {}
+        for i in nums:
+            x = prims[i] = _contiguous(args[i])
+            dxs[i] = self.buffers.fdata(x, i)
+            targs[i] = self.tracer.wrap(x, dxs[i], tape)
+        out = self.tracer.forward(targs, kwargs, tape)
+        aux = None
+        if self.has_aux:
+            if not (isinstance(out, tuple) and len(out) == 2):
+                tape.unwind()
+                raise TypeError(
+                    f"has_aux=True: {fname} must return a pair (value, aux), got {type(out)}"
+                )
+            out, aux = out
+            aux = untrace(aux)
+        value = self._value(out, tape, fname)
+        self.tracer.seed(out, self._one(out), tape)
+        self.tracer.backward(tape)
+        grads = tuple(_gradient(args[i], targs[i], dxs[i], tape) for i in nums)
+        result = grads[0] if isinstance(self.argnums, int) else grads
+        return ((value, aux), result) if self.has_aux else (value, result)
+
+    def _value(self, out: Any, tape: Tape, fname: str) -> Any:
+        x = out.cd.x if type(out) is Traced else out
+        if not (
+            isinstance(x, (float, int, np.floating, np.integer))
+            or (isinstance(x, np.ndarray) and x.shape == () and x.dtype.kind in "fiu")
+        ):
+            tape.unwind()
+            shape = getattr(x, "shape", None)
+            raise TypeError(
+                f"{fname} must return a real scalar to take its gradient, got "
+                f"{type(x).__name__}{'' if shape is None else f' of shape {shape}'}. "
+                "For non-scalar outputs use rulekit.value_and_pullback(f, dy, *args)."
+            )
+        if isinstance(x, np.ndarray):
+            if self.copy:
+                return x.copy()
+            if self._value_buf is None or self._value_buf.dtype != x.dtype:
+                self._value_buf = np.empty((), x.dtype)
+            np.copyto(self._value_buf, x)
+            return self._value_buf
+        return x
+
+    @staticmethod
+    def _one(out: Any) -> Any:
+        if type(out) is not Traced:
+            return _NO_R
+        return type(out.cd.x)(1) if out.scalar else 1.0
+
+
+def value_and_grad(
+    f: Callable[..., Any],
+    argnums: int | Sequence[int] = 0,
+    has_aux: bool = False,
+    copy: bool = True,
+) -> ValueAndGrad:
+    """Return a callable computing `(f(*args), ∇f)` w.r.t. the arguments in `argnums`.
+
+    JAX conventions: an int `argnums` gives one gradient, a tuple gives a tuple;
+    `has_aux=True` expects `f` to return `(value, aux)` and returns
+    `((value, aux), grads)`. Gradients have the structure of their argument.
+    """
+    return ValueAndGrad(f, argnums=argnums, has_aux=has_aux, copy=copy)
+
+
+def grad(f: Callable[..., Any], argnums: int | Sequence[int] = 0) -> Callable[..., Any]:
+    """Return a callable computing only the gradient of scalar-valued `f`."""
+    vg = ValueAndGrad(f, argnums=argnums)
+
+    def gradient(*args: Any, **kwargs: Any) -> Any:
+        return vg(*args, **kwargs)[1]
+
+    gradient.__wrapped__ = f  # type: ignore[attr-defined]
+    return gradient
+
+
+def value_and_pullback(f: Callable[..., Any], dy: Any, *args: Any) -> tuple[Any, tuple[Any, ...]]:
+    """Evaluate `f(*args)` and pull the output cotangent `dy` back to every argument.
+
+    Returns `(value, (x̄₀, x̄₁, ...))` with one cotangent per positional argument
+    (`NoTangent()` for non-differentiable ones).
+    """
+    tracer = Tracer(f)
+    tape = Tape(tracer.sites)
+    buffers = _GradBuffers(reuse=False)
+    dxs = [buffers.fdata(a, i) if _differentiable(a) else None for i, a in enumerate(args)]
+    prims = [_contiguous(a) for a in args]
+    targs = [tracer.wrap(x, d, tape) for x, d in zip(prims, dxs, strict=True)]
+    out = tracer.forward(targs, {}, tape)
+    value = untrace(out)
+    tracer.seed(out, dy, tape)
+    tracer.backward(tape)
+    grads = tuple(
+        _gradient(a, t, d, tape) if d is not None else NoTangent()
+        for a, t, d in zip(args, targs, dxs, strict=True)
+    )
+    return value, grads
+
+
+def _differentiable(x: Any) -> bool:
+    try:
+        _check_differentiable(x, "")
+    except TypeError:
+        return False
+    return True
+
+
+class DerivedRule:
+    """A rule derived by tracing a function (`build_rrule`): callable like any rule.
+
+    Calling it with CoDuals runs the function on traced values whose fdata is
+    the caller's; the pullback runs the recorded tape backwards. Rules at each
+    call position are kept and reused, as in `value_and_grad`.
+    """
+
+    def __init__(self, f: Callable[..., Any]) -> None:
+        self.f = f
+        self.tracer = Tracer(f)
+
+    def __call__(self, fc: CoDual, *args: CoDual, **kwargs: Any) -> tuple[CoDual, Any]:
+        tape = Tape(self.tracer.sites)
+        targs = [self.tracer.wrap(a.x, a.dx, tape) for a in args]
+        out = self.tracer.forward(targs, kwargs, tape)
+        y = output_codual(out)
+        tracer = self.tracer
+
+        def derived_pullback(dy: Any) -> tuple[Any, ...]:
+            tracer.seed(out, dy, tape)
+            tracer.backward(tape)
+            return (_NO_R, *(tracer.input_rdata(t, tape) for t in targs))
+
+        return y, derived_pullback
+
+    def __repr__(self) -> str:
+        return f"DerivedRule({getattr(self.f, '__qualname__', self.f)})"
+
+
+def build_rrule(f: Callable[..., Any], *example_args: Any) -> DerivedRule:
+    """Derive a rule for `f` by tracing it; usable as the registered rule of another function.
+
+    `example_args` are checked for being traceable (and the trace warmed up once
+    on them, so the first real call reuses its rules).
+    """
+    rule = DerivedRule(f)
+    if example_args:
+        cds = [CoDual(a, zero_fdata(a) if _differentiable(a) else None) for a in example_args]
+        try:
+            y, pb = rule(CoDual(f, _NO_F), *cds)
+        except RulekitError:
+            raise
+        pb(_NO_R if isinstance(y.dx, np.ndarray) else _seed_zero(y.x))
+    return rule
+
+
+def _seed_zero(x: Any) -> Any:
+    from rulekit._tangents import zero_rdata
+
+    return zero_rdata(x)

@@ -1,0 +1,239 @@
+"""One traced call: arguments → CoDuals, dispatch (with per-site rule reuse), outputs → traced.
+
+`traced_call(tape, f, args, kwargs)` is what every NumPy protocol hook and every
+`rulekit.primitive` wrapper ends in. It
+
+1. turns traced arguments into their CoDuals and plain ones into inactive
+   CoDuals (`dx is None`), also inside lists and tuples (`np.stack([a, b])`);
+2. finds the rule: the call site's cached rule when its dispatch key matches,
+   else the registry's (a fresh stateful rule from a factory); an `out=` array
+   with no `out=` rule gets the generic out mechanism (`_outrule`);
+3. calls the rule, records it on the tape, and wraps the outputs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from rulekit._codual import CoDual
+from rulekit._errors import MissingRuleError, TracingError
+from rulekit._registry import fast_key, function_name, registry
+from rulekit._tangents import NoFData, NoRData, zero_fdata
+from rulekit._tape import Record, Site, Tape
+
+__all__ = ["traced_call"]
+
+_NO_F = NoFData()
+_NO_R = NoRData()
+_SCALARS = (float, complex, np.floating, np.complexfloating)
+
+
+Traced: type = None  # type: ignore[assignment]  # set by rulekit._traced at import
+
+
+def _contains_traced(seq: Any) -> bool:
+    for e in seq:
+        t = type(e)
+        if t is Traced or ((t is list or t is tuple) and _contains_traced(e)):
+            return True
+    return False
+
+
+def _arg(a: Any, tape: Tape, reads: list[int]) -> tuple[CoDual, Any]:
+    """CoDual for one argument, and the slot tree of its traced scalars (None if none)."""
+    t = type(a)
+    if t is Traced:
+        if a.tape is not tape:
+            raise TracingError(
+                "a value traced by one rulekit trace was used inside another (nested "
+                "value_and_grad over the same value is not supported). Compute the inner "
+                "gradient with its own inputs, or use rulekit.build_rrule."
+            )
+        reads.append(a.slot)
+        return a.cd, (a.slot if a.scalar else None)
+    if (t is list or t is tuple) and a and _contains_traced(a):
+        parts = [_arg(e, tape, reads) for e in a]
+        xs = [p[0].x for p in parts]
+        dxs = [p[0].dx if p[0].dx is not None else zero_fdata(p[0].x) for p in parts]
+        trees = [p[1] for p in parts]
+        tree = None if all(tr is None for tr in trees) else tuple(trees)
+        if t is tuple:
+            fd = _NO_F if all(isinstance(d, NoFData) for d in dxs) else tuple(dxs)
+            return CoDual(tuple(xs), fd), tree
+        return CoDual(xs, dxs), tree
+    if t is np.ndarray:
+        tape.guard(a)
+    return CoDual(a, None), None
+
+
+def _out_error(f: Any) -> TracingError:
+    return TracingError(
+        f"{function_name(f)}(..., out=...) writes traced values into an untraced array. "
+        "The write would leave the trace and its gradient would be lost. Make the "
+        "destination traced (e.g. `out = np.zeros_like(x)` from a traced x) or drop out=."
+    )
+
+
+def _kwargs(f: Any, kwargs: dict[str, Any], reads: list[int]) -> tuple[dict[str, Any], Any]:
+    """Keyword arguments for the rule (traced arrays as CoDuals) and the traced out= array."""
+    ckw: dict[str, Any] = {}
+    out_t = None
+    for k, v in kwargs.items():
+        tv = type(v)
+        if k == "out":
+            if tv is tuple:
+                if len(v) != 1:
+                    if any(o is not None for o in v):
+                        raise TracingError(
+                            f"{function_name(f)}: several out= arrays are not supported "
+                            "while tracing"
+                        )
+                    continue
+                o = v[0]
+            else:
+                o = v
+            if o is None:
+                continue
+            if type(o) is not Traced:
+                raise _out_error(f)
+            out_t = o
+            reads.append(o.slot)
+            ckw[k] = (o.cd,) if tv is tuple else o.cd
+        elif tv is Traced:
+            if v.scalar:
+                raise TracingError(
+                    f"a traced scalar was passed as keyword argument {k}= to "
+                    f"{function_name(f)}; keyword arguments return no cotangent. "
+                    "Pass it positionally."
+                )
+            reads.append(v.slot)
+            ckw[k] = v.cd
+        else:
+            ckw[k] = v
+    return ckw, out_t
+
+
+def traced_call(
+    tape: Tape,
+    f: Any,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    fallback: Callable[[], Any] | None = None,
+) -> Any:
+    """Record the call `f(*args, **kwargs)` on `tape` and return its traced result.
+
+    `fallback`, if given, is called instead when no rule matches (numpy functions
+    written in Python are traced through their implementation).
+    """
+    reads: list[int] = []
+    cds: list[CoDual] = []
+    in_slots: list[tuple[int, Any]] | None = None
+    for i, a in enumerate(args):
+        cd, tree = _arg(a, tape, reads)
+        cds.append(cd)
+        if tree is not None:
+            if in_slots is None:
+                in_slots = []
+            in_slots.append((i + 1, tree))
+    out_t = None
+    if kwargs:
+        kwargs, out_t = _kwargs(f, kwargs, reads)
+
+    try:
+        site = _site(tape, f, [cd.x for cd in cds], None if out_t is None else out_t.cd.x)
+    except MissingRuleError as missing:
+        if fallback is None:
+            raise
+        tape.pos -= 1
+        try:
+            return fallback()
+        except TracingError as leak:
+            raise MissingRuleError(
+                f"{missing}\n{function_name(f)} has no rule, and tracing through its Python "
+                f"implementation failed: {leak}"
+            ) from leak
+    if site.rule is None:  # an out= call without an out= rule: the generic mechanism
+        from rulekit._outrule import copy_into
+
+        plain_kw = {k: v for k, v in kwargs.items() if k != "out"}
+        for k, v in plain_kw.items():
+            if isinstance(v, CoDual):
+                raise TracingError(
+                    f"{function_name(f)}: traced keyword argument {k}= together with an "
+                    "out= array that has no out= rule is not supported; drop out=."
+                )
+        result = traced_call(tape, f, args, plain_kw)
+        copy_into(tape, out_t, result)
+        return out_t
+    y, pullback = site.rule(CoDual(f, _NO_F), *cds, **kwargs)
+    if out_t is not None and y.x is out_t.cd.x:
+        rec = Record(f, site, pullback, None, in_slots, tuple(reads), (out_t.slot,))
+        tape.records.append(rec)
+        return out_t
+    result, out_slot, writes = wrap_output(tape, y)
+    tape.records.append(Record(f, site, pullback, out_slot, in_slots, tuple(reads), writes))
+    return result
+
+
+def _site(tape: Tape, f: Any, primals: list[Any], out: Any) -> Site:
+    """The call site's rule, reused when the dispatch key matches the last evaluation."""
+    key = fast_key(f, primals, out)
+    pos = tape.pos
+    tape.pos = pos + 1
+    sites = tape.sites
+    if pos < len(sites):
+        site = sites[pos]
+        if site.key == key:
+            return site
+    try:
+        sig, reg = registry.lookup_call(f, primals, out)
+        rule = reg.impl(sig) if reg.kind == "factory" else reg.impl
+    except MissingRuleError:
+        if out is None:
+            raise
+        sig, rule = None, None  # no out= rule: remembered, so the generic path is taken
+    site = Site(key, sig, rule)
+    if pos < len(sites):
+        sites[pos] = site
+    else:
+        sites.append(site)
+    return site
+
+
+def wrap_output(tape: Tape, y: CoDual) -> tuple[Any, Any, tuple[int, ...]]:
+    """Turn a rule's output CoDual into the value user code sees.
+
+    Differentiable arrays and scalars become traced values with a slot; non-
+    differentiable or inactive outputs are returned as plain values; tuples
+    and lists are wrapped element by element.
+    Returns `(value, out_slot tree for rdata, slots written)`.
+    """
+    x, dx = y.x, y.dx
+    tx = type(x)
+    if tx is np.ndarray:
+        if dx is None or type(dx) is not np.ndarray:
+            return x, None, ()
+        t = Traced(y, tape, tape.new_slot(), False)
+        return t, None, (t.slot,)
+    if isinstance(x, _SCALARS):
+        if dx is None:
+            return x, None, ()
+        slot = tape.new_slot(type(x)(0))
+        return Traced(y, tape, slot, True), slot, (slot,)
+    if isinstance(x, (tuple, list)) and dx is not None:
+        n = len(x)
+        dxs = (_NO_F,) * n if isinstance(dx, NoFData) else dx
+        parts = [wrap_output(tape, CoDual(e, d)) for e, d in zip(x, dxs, strict=True)]
+        values = [p[0] for p in parts]
+        trees = [p[1] for p in parts]
+        writes = tuple(s for p in parts for s in p[2])
+        tree = None if all(tr is None for tr in trees) else tuple(trees)
+        if isinstance(x, tuple):
+            value: Any = type(x)(*values) if hasattr(x, "_fields") else tuple(values)
+        else:
+            value = values
+        return value, tree, writes
+    return x, None, ()

@@ -1,0 +1,160 @@
+"""The tape: a trace recorded as data, and the reverse pass over it.
+
+Every traced value is a *slot* (an integer). A `Record` holds one rule call:
+the function, its concrete signature, the rule object that ran, the slots it
+read and wrote, and the pullback. Array cotangents live in the arrays' fdata
+(shared through CoDuals, incremented in place by pullbacks); the tape keeps
+only the rdata of immutable values (traced scalars), one accumulator a slot.
+
+The reverse pass walks the records backwards, hands each pullback the rdata
+of its output and adds the returned rdata to the input slots. Because every
+pullback restores what its forward mutated, memory is back in the state just
+after call *i* when pullback *i* runs, so rules may keep references to their
+inputs instead of copying them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import numpy as np
+
+from rulekit._codual import CoDual
+from rulekit._tangents import NoFData, NoRData
+
+__all__ = ["Record", "Site", "Tape"]
+
+_NO_R = NoRData()
+_NO_F = NoFData()
+
+
+class Site:
+    """What a call position remembers between evaluations: its dispatch key and rule."""
+
+    __slots__ = ("key", "rule", "sig")
+
+    def __init__(self, key: Any, sig: Any, rule: Any) -> None:
+        self.key = key
+        self.sig = sig
+        self.rule = rule
+
+
+class Record:
+    """One recorded rule call (the trace as data)."""
+
+    __slots__ = ("f", "in_slots", "out_slot", "pullback", "reads", "site", "writes")
+
+    def __init__(
+        self,
+        f: Any,
+        site: Site,
+        pullback: Any,
+        out_slot: Any,
+        in_slots: Any,
+        reads: tuple[int, ...],
+        writes: tuple[int, ...],
+    ) -> None:
+        self.f = f
+        self.site = site
+        self.pullback = pullback
+        self.out_slot = out_slot  # None (no rdata), a slot int, or a tuple tree of them
+        self.in_slots = in_slots  # None, or [(arg position, slot tree)] for scalar inputs
+        self.reads = reads  # slots of traced inputs
+        self.writes = writes  # slots of traced outputs
+
+    def __repr__(self) -> str:
+        sig = self.site.sig
+        return f"Record({sig!r}, reads={self.reads}, writes={self.writes})"
+
+
+class Tape:
+    """A trace being recorded: records, slot rdata, and the call sites' rules."""
+
+    __slots__ = ("guarded", "pos", "rdata", "records", "sites")
+
+    def __init__(self, sites: list[Site]) -> None:
+        self.records: list[Record] = []
+        self.rdata: list[Any] = []
+        self.sites = sites
+        self.pos = 0
+        self.guarded: list[np.ndarray] = []
+
+    def new_slot(self, rdata0: Any = None) -> int:
+        self.rdata.append(rdata0)
+        return len(self.rdata) - 1
+
+    # -- constants are made read-only while traced -------------------------
+
+    def guard(self, a: np.ndarray) -> None:
+        """Make an untraced array read-only until the reverse pass has run.
+
+        A rule may keep a reference to a constant input for its pullback; if
+        user code then mutated it untraced, the gradient would silently be
+        wrong. Read-only, such a write raises numpy's read-only error instead.
+        """
+        if a.flags.writeable and a.base is None:
+            a.flags.writeable = False
+            self.guarded.append(a)
+
+    def unguard(self) -> None:
+        for a in self.guarded:
+            a.flags.writeable = True
+        self.guarded.clear()
+
+    # -- the reverse pass ----------------------------------------------------
+
+    def _gather(self, tree: Any) -> Any:
+        if tree is None:
+            return _NO_R
+        if type(tree) is int:
+            return self.rdata[tree]
+        return tuple(self._gather(t) for t in tree)
+
+    def _scatter(self, tree: Any, r: Any) -> None:
+        if tree is None or isinstance(r, NoRData):
+            return
+        if type(tree) is int:
+            cur = self.rdata[tree]
+            self.rdata[tree] = r if cur is None else cur + r
+            return
+        for t, e in zip(tree, r, strict=True):
+            self._scatter(t, e)
+
+    def reverse(self) -> None:
+        """Run every pullback, last call first."""
+        records = self.records
+        gather, scatter = self._gather, self._scatter
+        while records:
+            rec = records.pop()
+            os = rec.out_slot
+            r = rec.pullback(_NO_R if os is None else gather(os))
+            ins = rec.in_slots
+            if ins is not None:
+                for i, tree in ins:
+                    scatter(tree, r[i])
+
+    def unwind(self) -> None:
+        """After an error in the forward pass: run the pullbacks to restore mutated primals.
+
+        Cotangents computed on the way are discarded; errors raised by the
+        pullbacks are suppressed (the original error is what the user sees).
+        """
+        records = self.records
+        while records:
+            rec = records.pop()
+            # The forward already failed: restore what we can, report the original error.
+            with contextlib.suppress(Exception):
+                rec.pullback(_NO_R if rec.out_slot is None else self._gather(rec.out_slot))
+        self.unguard()
+
+
+def fdata_of_container(values: Any, fdatas: list[Any]) -> Any:
+    """The fdata of a tuple given its elements' fdata (NoFData when all are)."""
+    if all(isinstance(f, NoFData) for f in fdatas):
+        return _NO_F
+    return tuple(fdatas) if isinstance(values, tuple) else fdatas
+
+
+def codual_of_constant(x: Any) -> CoDual:
+    return CoDual(x, None)

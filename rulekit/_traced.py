@@ -1,0 +1,285 @@
+"""`Traced`: the value user code sees in place of an active array or scalar while tracing.
+
+It speaks NumPy's protocols, so unchanged user code (`import numpy as np`)
+reaches the rules: `__array_ufunc__` (ufuncs, operators, in-place operators),
+`__array_function__` (numpy functions), plus indexing, `x[i] = v` and the
+common array methods and attributes. It refuses to be turned into a plain
+array or number (`__array__`, `float()`, `.item()`), since the value would
+leave the trace and its gradient would silently be lost.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import numpy as np
+from numpy.lib.mixins import NDArrayOperatorsMixin
+
+from rulekit import _call
+from rulekit._codual import CoDual
+from rulekit._errors import TracingError
+from rulekit._primitive import trace_state
+from rulekit._tape import Tape
+
+__all__ = ["Traced"]
+
+
+def _leak(what: str) -> TracingError:
+    return TracingError(
+        f"{what} a traced value: it would leave the trace and its gradient would be lost. "
+        "This happens when a traced array is converted to a plain array (np.asarray, a C "
+        "extension, writing it into an untraced array `plain[i] = x`) or to a Python number "
+        "(float(), int(), .item()). Keep the computation in numpy functions that have rules, "
+        "wrap the callable with rulekit.primitive and register a rule for it, or make the "
+        "destination traced (e.g. `buf = np.zeros_like(x)`)."
+    )
+
+
+class Traced(NDArrayOperatorsMixin):
+    """A traced value: its CoDual (`cd`), its tape and its slot on that tape."""
+
+    __slots__ = ("cd", "scalar", "slot", "tape")
+    __array_priority__ = 1000
+
+    def __init__(self, cd: CoDual, tape: Tape, slot: int, scalar: bool) -> None:
+        self.cd = cd
+        self.tape = tape
+        self.slot = slot
+        self.scalar = scalar
+
+    # -- NumPy protocols --------------------------------------------------------
+
+    def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        f = ufunc if method == "__call__" else getattr(ufunc, method)
+        return _call.traced_call(self.tape, f, inputs, kwargs)
+
+    def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
+        impl = getattr(func, "_implementation", None)
+        fallback = None
+        if impl is not None and hasattr(impl, "__code__"):
+            # Without a rule, a function written in Python on top of other numpy
+            # functions is traced through: its implementation runs on traced values.
+            def fallback() -> Any:
+                return impl(*args, **kwargs)
+
+        return _call.traced_call(self.tape, func, args, kwargs, fallback)
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        raise _leak("NumPy was asked to convert (__array__)")
+
+    # -- conversions that would leak -------------------------------------------
+
+    def __float__(self) -> float:
+        raise _leak("float() was applied to")
+
+    def __int__(self) -> int:
+        raise _leak("int() was applied to")
+
+    def __complex__(self) -> complex:
+        raise _leak("complex() was applied to")
+
+    def __index__(self) -> int:
+        raise _leak("a traced value was used as an index: __index__ was applied to")
+
+    def item(self, *args: Any) -> Any:
+        raise _leak(".item() was applied to")
+
+    def tolist(self) -> Any:
+        raise _leak(".tolist() was applied to")
+
+    def __bool__(self) -> bool:
+        # Python control flow on a traced value (`if x > 0`) is fine: the branch taken
+        # does not carry a derivative.
+        return bool(self.cd.x)
+
+    # -- attributes ---------------------------------------------------------------
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return np.shape(self.cd.x)
+
+    @property
+    def dtype(self) -> np.dtype:
+        return np.asarray(self.cd.x).dtype if self.scalar else self.cd.x.dtype
+
+    @property
+    def ndim(self) -> int:
+        return np.ndim(self.cd.x)
+
+    @property
+    def size(self) -> int:
+        return int(np.size(self.cd.x))
+
+    @property
+    def T(self) -> Any:
+        return np.transpose(self)
+
+    @property
+    def mT(self) -> Any:
+        return np.swapaxes(self, -1, -2)
+
+    @property
+    def real(self) -> Any:
+        return np.real(self)
+
+    @property
+    def imag(self) -> Any:
+        return np.imag(self)
+
+    @property
+    def flags(self) -> Any:
+        return self.cd.x.flags
+
+    def __len__(self) -> int:
+        return len(self.cd.x)
+
+    def __iter__(self) -> Any:
+        for i in range(len(self.cd.x)):
+            yield self[i]
+
+    def __repr__(self) -> str:
+        kind = "scalar" if self.scalar else f"array{self.shape}"
+        return f"Traced({kind}, dtype={self.dtype}, slot={self.slot})"
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    # -- indexing -------------------------------------------------------------------
+
+    def __getitem__(self, idx: Any) -> Any:
+        return _call.traced_call(self.tape, operator.getitem, (self, idx), {})
+
+    def __setitem__(self, idx: Any, value: Any) -> None:
+        _call.traced_call(self.tape, operator.setitem, (self, idx, value), {})
+
+    # -- methods (each routes to the numpy function with a rule) ---------------
+
+    def sum(self, *args: Any, **kwargs: Any) -> Any:
+        return np.sum(self, *args, **kwargs)
+
+    def mean(self, *args: Any, **kwargs: Any) -> Any:
+        return np.mean(self, *args, **kwargs)
+
+    def prod(self, *args: Any, **kwargs: Any) -> Any:
+        return np.prod(self, *args, **kwargs)
+
+    def max(self, *args: Any, **kwargs: Any) -> Any:
+        return np.max(self, *args, **kwargs)
+
+    def min(self, *args: Any, **kwargs: Any) -> Any:
+        return np.min(self, *args, **kwargs)
+
+    def var(self, *args: Any, **kwargs: Any) -> Any:
+        return np.var(self, *args, **kwargs)
+
+    def std(self, *args: Any, **kwargs: Any) -> Any:
+        return np.std(self, *args, **kwargs)
+
+    def cumsum(self, *args: Any, **kwargs: Any) -> Any:
+        return np.cumsum(self, *args, **kwargs)
+
+    def cumprod(self, *args: Any, **kwargs: Any) -> Any:
+        return np.cumprod(self, *args, **kwargs)
+
+    def reshape(self, *shape: Any, **kwargs: Any) -> Any:
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        return np.reshape(self, shape, **kwargs)
+
+    def ravel(self, *args: Any, **kwargs: Any) -> Any:
+        return np.ravel(self, *args, **kwargs)
+
+    def flatten(self) -> Any:
+        return np.copy(np.ravel(self))
+
+    def transpose(self, *axes: Any) -> Any:
+        if len(axes) == 1 and (axes[0] is None or isinstance(axes[0], (tuple, list))):
+            axes = axes[0]
+        return np.transpose(self, axes or None)
+
+    def swapaxes(self, a: int, b: int) -> Any:
+        return np.swapaxes(self, a, b)
+
+    def squeeze(self, *args: Any, **kwargs: Any) -> Any:
+        return np.squeeze(self, *args, **kwargs)
+
+    def dot(self, other: Any) -> Any:
+        return np.dot(self, other)
+
+    def copy(self, order: str = "K") -> Any:
+        return np.copy(self, order=order)
+
+    def astype(self, dtype: Any, *args: Any, **kwargs: Any) -> Any:
+        return _call.traced_call(self.tape, np.ndarray.astype, (self, dtype, *args), kwargs)
+
+    def clip(self, *args: Any, **kwargs: Any) -> Any:
+        return np.clip(self, *args, **kwargs)
+
+    def conj(self) -> Any:
+        return np.conjugate(self)
+
+    conjugate = conj
+
+    def diagonal(self, *args: Any, **kwargs: Any) -> Any:
+        return np.diagonal(self, *args, **kwargs)
+
+    def trace(self, *args: Any, **kwargs: Any) -> Any:
+        return np.trace(self, *args, **kwargs)
+
+    def take(self, *args: Any, **kwargs: Any) -> Any:
+        return np.take(self, *args, **kwargs)
+
+    def repeat(self, *args: Any, **kwargs: Any) -> Any:
+        return np.repeat(self, *args, **kwargs)
+
+    def fill(self, value: Any) -> None:
+        self[...] = value
+
+    def sort(self, axis: int = -1, **kwargs: Any) -> None:
+        self[...] = np.sort(self, axis=axis, **kwargs)
+
+    # Integer-valued queries carry no derivative: answer them on the primal.
+    def argmax(self, *args: Any, **kwargs: Any) -> Any:
+        return np.argmax(self.cd.x, *args, **kwargs)
+
+    def argmin(self, *args: Any, **kwargs: Any) -> Any:
+        return np.argmin(self.cd.x, *args, **kwargs)
+
+    def argsort(self, *args: Any, **kwargs: Any) -> Any:
+        return np.argsort(self.cd.x, *args, **kwargs)
+
+    def nonzero(self) -> Any:
+        return np.nonzero(self.cd.x)
+
+    def all(self, *args: Any, **kwargs: Any) -> Any:
+        return np.all(self.cd.x, *args, **kwargs)
+
+    def any(self, *args: Any, **kwargs: Any) -> Any:
+        return np.any(self.cd.x, *args, **kwargs)
+
+
+_call.Traced = Traced
+
+
+def _find_tape(values: Any) -> Tape | None:
+    for v in values:
+        t = type(v)
+        if t is Traced:
+            return v.tape
+        if (t is list or t is tuple) and v:
+            tape = _find_tape(v)
+            if tape is not None:
+                return tape
+    return None
+
+
+def _primitive_hook(prim: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """`rulekit.primitive` wrappers called while tracing: record them if a value is traced."""
+    tape = _find_tape(args) or _find_tape(tuple(kwargs.values()))
+    if tape is None:
+        return prim.fn(*args, **kwargs)
+    return _call.traced_call(tape, prim, args, kwargs)
+
+
+trace_state.hook = _primitive_hook
