@@ -43,6 +43,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p_rules.add_argument("--module", help="only rules registered by this module (prefix)")
     p_rules.set_defaults(func=_cmd_rules)
+    p_check = sub.add_parser(
+        "check",
+        help="run the conformance kit over every rule a module registers",
+        description="Run testutils.check_rule on every rule registered by the named modules "
+        "(or rulekit.rules entry points) and print a conformance report. Exit code 0 only if "
+        "every rule passes.",
+    )
+    from testutils._report import add_check_arguments, cmd_check
+
+    add_check_arguments(p_check)
+    p_check.set_defaults(func=cmd_check)
     return parser
 
 

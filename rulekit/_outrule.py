@@ -94,7 +94,14 @@ def _copyto_examples() -> list[Any]:
 
 
 @build_primitive_rrule.register(np.copyto, Array[np.inexact], Array, examples=_copyto_examples)
-@build_primitive_rrule.register(np.copyto, Array[np.inexact], object)
+def _copyto_scalar_examples() -> list[Any]:
+    rng = np.random.default_rng(1)
+    return [example(rng.normal(size=(2, 3)), 2.5), example(rng.normal(size=3), np.float64(-1.0))]
+
+
+@build_primitive_rrule.register(
+    np.copyto, Array[np.inexact], object, examples=_copyto_scalar_examples
+)
 def _build_copyto(sig: Any) -> CopyToRule:
     return CopyToRule()
 

@@ -67,11 +67,18 @@ def _examples() -> list[Any]:
     return [example(x), example(x.astype(np.float32))]
 
 
+def _dtype_examples() -> list[Any]:
+    x = np.random.default_rng(2).normal(size=(2, 2))
+    return [example(x, np.float32), example(x, np.float64)]
+
+
 for _fn in (np.zeros_like, np.ones_like, np.empty_like):
     build_primitive_rrule.register(_fn, Array[np.inexact], examples=_examples)(
         lambda sig: LikeRule()
     )
-    build_primitive_rrule.register(_fn, Array[np.inexact], object)(lambda sig: LikeRule())
+    build_primitive_rrule.register(_fn, Array[np.inexact], object, examples=_dtype_examples)(
+        lambda sig: LikeRule()
+    )
 
 
 def _full_examples() -> list[Any]:
