@@ -31,7 +31,7 @@ _NO_R = NoRData()
 _SCALARS = (float, complex, np.floating, np.complexfloating)
 
 
-Traced: type = None  # type: ignore[assignment]  # set by rulekit._traced at import
+Traced: Any = None  # the Traced class; set by rulekit._traced at import (no import cycle)
 
 
 def _contains_traced(seq: Any) -> bool:

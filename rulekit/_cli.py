@@ -31,6 +31,13 @@ def _cmd_rules(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_coverage(args: argparse.Namespace) -> int:
+    from testutils._coverage import coverage_markdown
+
+    print(coverage_markdown(list(args.modules)), end="")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="rulekit",
@@ -51,6 +58,10 @@ def build_parser() -> argparse.ArgumentParser:
         "every rule passes.",
     )
     from testutils._report import add_check_arguments, cmd_check
+
+    p_cov = sub.add_parser("coverage", help="print the coverage page (docs/coverage.md)")
+    p_cov.add_argument("modules", nargs="*", default=["rules"], help="default: rules")
+    p_cov.set_defaults(func=_cmd_coverage)
 
     add_check_arguments(p_check)
     p_check.set_defaults(func=cmd_check)

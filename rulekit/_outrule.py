@@ -45,7 +45,7 @@ class CopyToRule(StatefulRRule):
     """`np.copyto(dst, src)`: `src̄ += unbroadcast(dst̄)`, `dst̄ ← 0`, `dst ← dst_old`."""
 
     def __call__(
-        self, f: CoDual, dst: CoDual, src: CoDual, casting: str = "same_kind", where: Any = True
+        self, f: CoDual, dst: CoDual, src: CoDual, casting: Any = "same_kind", where: Any = True
     ) -> tuple[CoDual, Any]:
         if where is not True:
             raise NotImplementedError(

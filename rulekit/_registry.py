@@ -40,18 +40,41 @@ __all__ = [
 Kind = Literal["rrule", "factory"]
 
 
+def _ufunc_name(u: np.ufunc) -> str:
+    if getattr(np, u.__name__, None) is u:
+        return f"np.{u.__name__}"
+    special = sys.modules.get("scipy.special")
+    if special is not None and getattr(special, u.__name__, None) is u:
+        return f"scipy.special.{u.__name__}"
+    return u.__name__
+
+
 def function_name(f: Any) -> str:
-    """A readable name for a function: `np.sin`, `scipy.linalg.blas.dgemm`, `mymod.f`."""
+    """A readable name for a function: `np.sin`, `np.add.reduce`, `scipy.special.erf`, `mod.f`."""
     if isinstance(f, np.ufunc):
-        return f"np.{f.__name__}"
+        return _ufunc_name(f)
+    owner = getattr(f, "__self__", None)
+    if isinstance(owner, np.ufunc):
+        return f"{_ufunc_name(owner)}.{f.__name__}"
+    wrapped = getattr(f, "fn", None)
+    if wrapped is not None and type(f).__name__ == "Primitive":
+        return function_name(wrapped)  # a rulekit.primitive wrapper: named as what it wraps
+    if type(f).__name__ == "fortran":  # an f2py wrapper: scipy.linalg.blas / lapack
+        return f"scipy.linalg.{f.__name__.split()[-1]}"
     name = getattr(f, "__qualname__", None) or getattr(f, "__name__", None)
     if name is None:
         return repr(f)
     module = getattr(f, "__module__", None) or ""
     if module == "numpy" or module.startswith("numpy."):
         module = "np" + module[len("numpy") :]
-        if module.startswith(("np._core", "np.core")):
+        if module.startswith(("np._core", "np.core", "np.lib._")):
             module = "np"
+        elif module.startswith("np.linalg"):
+            module = "np.linalg"
+    elif module.startswith("scipy."):
+        module = ".".join(p for p in module.split(".") if not p.startswith("_"))
+    elif module == "_operator":
+        module = "operator"
     return f"{module}.{name}" if module else name
 
 

@@ -11,7 +11,7 @@ leave the trace and its gradient would silently be lost.
 from __future__ import annotations
 
 import operator
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from numpy.lib.mixins import NDArrayOperatorsMixin
@@ -195,7 +195,7 @@ class Traced(NDArrayOperatorsMixin):
 
     def transpose(self, *axes: Any) -> Any:
         if len(axes) == 1 and (axes[0] is None or isinstance(axes[0], (tuple, list))):
-            axes = axes[0]
+            return np.transpose(self, axes[0])
         return np.transpose(self, axes or None)
 
     def swapaxes(self, a: int, b: int) -> Any:
@@ -208,7 +208,7 @@ class Traced(NDArrayOperatorsMixin):
         return np.dot(self, other)
 
     def copy(self, order: str = "K") -> Any:
-        return np.copy(self, order=order)
+        return np.copy(cast(Any, self), order=order)
 
     def astype(self, dtype: Any, *args: Any, **kwargs: Any) -> Any:
         return _call.traced_call(self.tape, np.ndarray.astype, (self, dtype, *args), kwargs)

@@ -98,6 +98,7 @@ def check_registration(reg: Registration, n_examples: int = 10, seed: int = 0) -
     start = time.perf_counter()
     try:
         examples = _examples(reg)
+        reports: list[Any] | None
         if examples:
             result.inputs = f"{len(examples)} examples"
             reports = [check_example(reg.f, ex) for ex in examples]
