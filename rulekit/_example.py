@@ -14,6 +14,9 @@ class Example:
 
     `rtol`/`atol` override the kit's per-dtype tolerances for this example
     (say why in a comment where you set them); `name` labels it in reports.
+    `reference` replaces `f` as the function the rule is compared with, for
+    primals whose results are not determined by their inputs (`np.empty_like`
+    is checked against `np.zeros_like`, which is one of its valid results).
     """
 
     args: tuple[Any, ...]
@@ -21,6 +24,7 @@ class Example:
     rtol: float | None = None
     atol: float | None = None
     name: str | None = None
+    reference: Any = None
 
 
 def example(*args: Any, **kwargs: Any) -> Example:

@@ -208,7 +208,7 @@ class Traced(NDArrayOperatorsMixin):
         return np.dot(self, other)
 
     def copy(self, order: str = "K") -> Any:
-        return np.copy(cast(Any, self), order=order)
+        return np.copy(cast(Any, self), order=cast(Any, order))
 
     def astype(self, dtype: Any, *args: Any, **kwargs: Any) -> Any:
         return _call.traced_call(self.tape, np.ndarray.astype, (self, dtype, *args), kwargs)

@@ -9,6 +9,7 @@ fdata come from the rule's pool, so they allocate nothing once warm.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -34,7 +35,8 @@ class LikeRule(StatefulRRule):
         dtype = kwargs.get("dtype", extra[0] if extra else None)
         dtype = x.x.dtype if dtype is None else np.dtype(dtype)
         nulls = (NO_R,) * (2 + len(args))
-        simple = set(kwargs) <= {"dtype"} and len(extra) <= 1 and x.x.flags.c_contiguous
+        c_order, f_order = x.x.flags.c_contiguous, x.x.flags.f_contiguous
+        simple = set(kwargs) <= {"dtype"} and len(extra) <= 1 and (c_order or f_order)
         if dtype.kind not in "fc" or not simple:
             # Not differentiable, or a layout/shape request: let numpy build it.
             y = fn(x.x, *(a.x for a in args), **kwargs)
@@ -43,17 +45,20 @@ class LikeRule(StatefulRRule):
             ytok = dytok = None
             dy = np.zeros_like(y)
         else:
-            ytok = self.push(x.x.shape, dtype)
-            dytok = self.push(x.x.shape, dtype)
-            y, dy = ytok.buffer, dytok.buffer
-            y[...] = fill
+            # numpy's layout: C order, or F order (a transposed C buffer) for F-ordered x.
+            shape = x.x.shape if c_order else x.x.shape[::-1]
+            ytok, dytok = self.push(shape, dtype), self.push(shape, dtype)
+            y, dy = (ytok.buffer, dytok.buffer) if c_order else (ytok.buffer.T, dytok.buffer.T)
+            y.fill(fill)
             dy.fill(0)
         value = args[0] if fn is np.full_like else None
 
         def like_pullback(_: Any) -> tuple[Any, ...]:
             rv = NO_R
             if value is not None and value.dx is not None:
-                rv = scalar_rdata(value.x, dy)
+                total = self.scratch("sum", (), dy.dtype)  # a 0-d out=: np.sum allocates none
+                np.sum(dy, out=total)
+                rv = scalar_rdata(value.x, total[()])
             if ytok is not None:
                 self.pop(dytok)
                 self.pop(ytok)
@@ -64,7 +69,14 @@ class LikeRule(StatefulRRule):
 
 def _examples() -> list[Any]:
     x = np.random.default_rng(0).normal(size=(3, 4))
-    return [example(x), example(x.astype(np.float32))]
+    return [example(x), example(x.astype(np.float32)), example(np.asfortranarray(x))]
+
+
+def _reference(fn: Any, examples: Any) -> Any:
+    """np.empty_like's values are unspecified: check it against np.zeros_like (what it gives)."""
+    if fn is not np.empty_like:
+        return examples
+    return lambda: [replace(ex, reference=np.zeros_like) for ex in examples()]
 
 
 def _dtype_examples() -> list[Any]:
@@ -73,12 +85,12 @@ def _dtype_examples() -> list[Any]:
 
 
 for _fn in (np.zeros_like, np.ones_like, np.empty_like):
-    build_primitive_rrule.register(_fn, Array[np.inexact], examples=_examples)(
+    build_primitive_rrule.register(_fn, Array[np.inexact], examples=_reference(_fn, _examples))(
         lambda sig: LikeRule()
     )
-    build_primitive_rrule.register(_fn, Array[np.inexact], object, examples=_dtype_examples)(
-        lambda sig: LikeRule()
-    )
+    build_primitive_rrule.register(
+        _fn, Array[np.inexact], object, examples=_reference(_fn, _dtype_examples)
+    )(lambda sig: LikeRule())
 
 
 def _full_examples() -> list[Any]:

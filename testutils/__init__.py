@@ -1,1 +1,23 @@
-"""The conformance kit: prove a rule right, allocation-free and safe to reuse."""
+"""The conformance kit: prove a rule right, restoring, alias-correct, reentrant, allocation-free.
+
+    from testutils import check_rule, count_allocations
+    check_rule(np.matmul, A, B)              # the registered rule for this call
+    check_rule(f, *args, rule=my_rule)       # a given rule object
+    count_allocations(fn) -> AllocationCount # numpy data buffers allocated by fn()
+
+`testutils.strategies` builds hypothesis strategies from the registry's type
+patterns; `rulekit check MODULE` and the pytest plugin run the kit over every
+rule a package registers.
+"""
+
+# -- checking a rule --------------------------------------------------------------
+# -- counting allocations (NEP 49) -----------------------------------------------------
+from testutils._alloc import AllocationCount as AllocationCount
+from testutils._alloc import count_allocations as count_allocations
+from testutils._alloc import counting as counting
+from testutils._check import CHECKS as CHECKS
+from testutils._check import RTOL as RTOL
+from testutils._check import RuleCheckError as RuleCheckError
+from testutils._check import RuleReport as RuleReport
+from testutils._check import check_example as check_example
+from testutils._check import check_rule as check_rule

@@ -32,17 +32,28 @@ _SHORT = {
 
 def add_check_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("modules", nargs="*", help="rule modules or rulekit.rules entry-point names")
-    p.add_argument("--all-installed", action="store_true",
-                   help="check every package registered in the rulekit.rules entry-point group")
+    p.add_argument(
+        "--all-installed",
+        action="store_true",
+        help="check every package registered in the rulekit.rules entry-point group",
+    )
     p.add_argument("--select", metavar="PATTERN", help="only signatures containing/matching this")
-    p.add_argument("--examples", type=int, default=10, metavar="N",
-                   help="generated inputs per rule without attached examples (default 10)")
+    p.add_argument(
+        "--examples",
+        type=int,
+        default=10,
+        metavar="N",
+        help="generated inputs per rule without attached examples (default 10)",
+    )
     p.add_argument("--seed", type=int, default=0, help="seed for generated inputs (default 0)")
     p.add_argument("--jobs", type=int, default=1, metavar="N", help="worker processes")
     p.add_argument("--fail-fast", action="store_true", help="stop at the first failing rule")
     p.add_argument("--json", action="store_true", help="print a machine-readable report")
-    p.add_argument("--allow-unchecked", action="store_true",
-                   help="exit 0 even if some rules could not be checked")
+    p.add_argument(
+        "--allow-unchecked",
+        action="store_true",
+        help="exit 0 even if some rules could not be checked",
+    )
 
 
 def _cell(status: str | None) -> str:
@@ -89,24 +100,31 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.all_installed:
         modules += list(installed_rule_packages().values())
     if not modules:
-        print("rulekit check: name at least one module (e.g. `rulekit check rules`)",
-              file=sys.stderr)
+        print(
+            "rulekit check: name at least one module (e.g. `rulekit check rules`)", file=sys.stderr
+        )
         return 2
     modules = [resolve_module(m) for m in modules]
     regs = collect(modules, args.select)
     if not regs:
-        print(f"rulekit check: no rules registered by {', '.join(modules)}"
-              + (f" match {args.select!r}" if args.select else ""), file=sys.stderr)
+        print(
+            f"rulekit check: no rules registered by {', '.join(modules)}"
+            + (f" match {args.select!r}" if args.select else ""),
+            file=sys.stderr,
+        )
         return 1
     live = sys.stdout.isatty() and not args.json
     progress = None if args.json else _Progress(len(regs), sys.stdout, live)
     start = time.perf_counter()
-    results = run_checks(regs, args.examples, args.seed, args.jobs, args.fail_fast,
-                         progress, modules)
+    results = run_checks(
+        regs, args.examples, args.seed, args.jobs, args.fail_fast, progress, modules
+    )
     elapsed = time.perf_counter() - start
     counts = {s: sum(r.status == s for r in results) for s in ("pass", "fail", "not checked")}
-    summary = (f"{len(results)} rules checked in {elapsed:.1f}s: {counts['pass']} passed, "
-               f"{counts['fail']} failed, {counts['not checked']} not checked")
+    summary = (
+        f"{len(results)} rules checked in {elapsed:.1f}s: {counts['pass']} passed, "
+        f"{counts['fail']} failed, {counts['not checked']} not checked"
+    )
     if args.json:
         payload: dict[str, Any] = {
             "modules": modules,

@@ -25,8 +25,15 @@ from rulekit._registry import Registration
 __all__ = ["RuleResult", "check_registration", "collect", "resolve_module", "run_checks"]
 
 ENTRY_POINT_GROUP = "rulekit.rules"
-CHECKS = ("interface", "registered", "mutation", "aliasing", "correctness", "statefulness",
-          "allocation")
+CHECKS = (
+    "interface",
+    "registered",
+    "mutation",
+    "aliasing",
+    "correctness",
+    "statefulness",
+    "allocation",
+)
 
 
 @dataclass
@@ -144,8 +151,13 @@ def _fuzz(reg: Registration, n: int, seed: int, result: RuleResult) -> list[Any]
     reports: list[Any] = []
 
     @hseed(seed)
-    @settings(max_examples=n, deadline=None, database=None, derandomize=True,
-              suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=n,
+        deadline=None,
+        database=None,
+        derandomize=True,
+        suppress_health_check=list(HealthCheck),
+    )
     @given(strategy)
     def run(args: tuple[Any, ...]) -> None:
         reports.append(check_rule(reg.f, *args))
@@ -187,8 +199,9 @@ def _iter_results(
 
     keys = [_key(r) for r in regs]
     ctx = mp.get_context("fork")
-    with ProcessPoolExecutor(jobs, mp_context=ctx, initializer=_init_worker,
-                             initargs=(modules,)) as pool:
+    with ProcessPoolExecutor(
+        jobs, mp_context=ctx, initializer=_init_worker, initargs=(modules,)
+    ) as pool:
         yield from pool.map(_check_by_key, keys, [n] * len(keys), [seed] * len(keys))
 
 

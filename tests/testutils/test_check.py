@@ -1,0 +1,371 @@
+"""The kit must catch broken rules: each broken rule has one defect and fails the check named.
+
+The correct version of every rule passes all checks; each broken copy differs
+from it in one place. A kit that passes a broken rule is a failing kit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import numpy as np
+import pytest
+
+from rulekit import CoDual, NoFData, NoRData, StatefulRRule
+from testutils import RuleCheckError, check_rule
+
+NO_R, NO_F = NoRData(), NoFData()
+RNG = np.random.default_rng(0)
+X = RNG.normal(size=(3, 4))
+Y = RNG.normal(size=(3, 4))
+
+
+# -- primal functions -------------------------------------------------------------------------
+
+
+def scale(x: np.ndarray, a: float) -> np.ndarray:
+    return x * a
+
+
+def axpy(a: float, x: np.ndarray, y: np.ndarray) -> None:
+    """y ← a·x + y, in place."""
+    y += a * x
+
+
+def scal(a: float, y: np.ndarray) -> None:
+    """y ← a·y, in place."""
+    y *= a
+
+
+def row0(x: np.ndarray) -> np.ndarray:
+    return x[0]
+
+
+def square(x: np.ndarray) -> np.ndarray:
+    return x * x
+
+
+# -- correct rules ------------------------------------------------------------------------------
+
+
+def scale_rule(f: CoDual, x: CoDual, a: CoDual) -> Any:
+    """y = a·x ⇒ x̄ += a·ȳ, ā = ⟨x, ȳ⟩."""
+    y = CoDual(x.x * a.x, np.zeros_like(x.x))
+
+    def pullback(dy: Any) -> tuple[Any, ...]:
+        if x.dx is not None:
+            x.dx += a.x * y.dx
+        ra = type(a.x)(np.sum(x.x * y.dx)) if a.dx is not None else NO_R
+        return NO_R, NO_R, ra
+
+    return y, pullback
+
+
+def axpy_rule(f: CoDual, a: CoDual, x: CoDual, y: CoDual) -> Any:
+    """y ← a·x + y ⇒ x̄ += a·ȳ, ā = ⟨ȳ, x⟩, ȳ unchanged, y ← y_old."""
+    old = y.x.copy()
+    y.x += a.x * x.x
+
+    def pullback(dy: Any) -> tuple[Any, ...]:
+        ra = type(a.x)(np.sum(y.dx * x.x)) if a.dx is not None else NO_R
+        if x.dx is not None:
+            x.dx += a.x * y.dx
+        y.x[...] = old
+        return NO_R, ra, NO_R, NO_R
+
+    return CoDual(None, NO_F), pullback
+
+
+def scal_rule(f: CoDual, a: CoDual, y: CoDual) -> Any:
+    """y ← a·y ⇒ ā = ⟨ȳ, y_old⟩, ȳ ← a·ȳ, y ← y_old."""
+    old = y.x.copy()
+    y.x *= a.x
+
+    def pullback(dy: Any) -> tuple[Any, ...]:
+        ra = NO_R
+        if y.dx is not None:
+            ra = type(a.x)(np.sum(y.dx * old)) if a.dx is not None else NO_R
+            y.dx *= a.x
+        y.x[...] = old
+        return NO_R, ra, NO_R
+
+    return CoDual(None, NO_F), pullback
+
+
+def row0_rule(f: CoDual, x: CoDual) -> Any:
+    """y = x[0] (a view) ⇒ its fdata is x̄[0]: nothing to do in the pullback."""
+    return CoDual(x.x[0], None if x.dx is None else x.dx[0]), lambda dy: (NO_R, NO_R)
+
+
+class SquareRule(StatefulRRule):
+    """y = x² ⇒ x̄ += 2x·ȳ; output and its fdata from the pool, a scratch for 2x·ȳ."""
+
+    def __call__(self, f: CoDual, x: CoDual) -> Any:
+        ytok, dytok = self.push(x.x.shape, x.x.dtype), self.push(x.x.shape, x.x.dtype)
+        y, dy = ytok.buffer, dytok.buffer
+        np.multiply(x.x, x.x, out=y)
+        dy.fill(0)
+
+        def pullback(_: Any) -> tuple[Any, ...]:
+            if x.dx is not None:
+                t = self.scratch("t", x.x.shape, x.x.dtype)
+                np.multiply(x.x, dy, out=t)
+                np.add(t, t, out=t)
+                np.add(x.dx, t, out=x.dx)
+            self.pop(dytok)
+            self.pop(ytok)
+            return NO_R, NO_R
+
+        return CoDual(y, dy), pullback
+
+
+class ScalRule(StatefulRRule):
+    """`scal_rule` keeping y_old on the rule's stack (no allocation once warm)."""
+
+    def __call__(self, f: CoDual, a: CoDual, y: CoDual) -> Any:
+        tok = self.save(y.x)
+        np.multiply(y.x, self.scalar(a.x), out=y.x)
+
+        def pullback(dy: Any) -> tuple[Any, ...]:
+            ra = NO_R
+            if y.dx is not None:
+                if a.dx is not None:
+                    ra = type(a.x)(self.dot(y.dx, tok.buffer))
+                np.multiply(y.dx, self.scalar(a.x), out=y.dx)
+            self.restore(tok, into=y.x)
+            return NO_R, ra, NO_R
+
+        return CoDual(None, NO_F), pullback
+
+    def dot(self, u: np.ndarray, v: np.ndarray) -> float:
+        """⟨u, v⟩ through scratch buffers (np.vdot would allocate its 0-d result)."""
+        t, total = self.scratch("t", u.shape, u.dtype), self.scratch("total", (), u.dtype)
+        np.multiply(u, v, out=t)
+        np.sum(t, out=total)
+        return float(total[()])
+
+    def scalar(self, a: float) -> np.ndarray:
+        s = self.scratch("a", (), np.float64)  # a 0-d operand: a Python float would allocate one
+        s.fill(a)
+        return s
+
+
+CORRECT = [
+    (scale, (X, 2.5), scale_rule),
+    (axpy, (0.7, X, Y), axpy_rule),
+    (scal, (1.5, Y), scal_rule),
+    (row0, (X,), row0_rule),
+    (square, (X,), SquareRule()),
+    (scal, (1.5, Y), ScalRule()),
+]
+
+
+@pytest.mark.parametrize(("f", "args", "rule"), CORRECT, ids=lambda v: getattr(v, "__name__", ""))
+def test_correct_rules_pass_every_check(f: Any, args: tuple[Any, ...], rule: Any) -> None:
+    report = check_rule(f, *args, rule=rule)
+    for name in ("interface", "mutation", "aliasing", "correctness"):
+        assert report.checks[name] == "pass"
+    assert report.checks["statefulness"].startswith("pass")
+    if isinstance(rule, StatefulRRule):
+        assert report.checks["allocation"] == "pass" and report.allocations == 0
+
+
+# -- broken rules: one defect each ---------------------------------------------------------------
+
+
+def wrong_derivative(f: CoDual, x: CoDual, a: CoDual) -> Any:
+    y, pb = scale_rule(f, x, a)
+
+    def pullback(dy: Any) -> tuple[Any, ...]:
+        r = pb(dy)
+        if x.dx is not None:
+            x.dx += 0.01 * y.dx  # the derivative is a, not a + 0.01
+        return r
+
+    return y, pullback
+
+
+def overwrites_fdata(f: CoDual, x: CoDual, a: CoDual) -> Any:
+    y = CoDual(x.x * a.x, np.zeros_like(x.x))
+
+    def pullback(dy: Any) -> tuple[Any, ...]:
+        if x.dx is not None:
+            x.dx[...] = a.x * y.dx  # = instead of +=
+        ra = type(a.x)(np.sum(x.x * y.dx)) if a.dx is not None else NO_R
+        return NO_R, NO_R, ra
+
+    return y, pullback
+
+
+def forgets_restore(f: CoDual, a: CoDual, x: CoDual, y: CoDual) -> Any:
+    y.x += a.x * x.x
+
+    def pullback(dy: Any) -> tuple[Any, ...]:
+        ra = type(a.x)(np.sum(y.dx * x.x)) if a.dx is not None else NO_R
+        if x.dx is not None:
+            x.dx += a.x * y.dx
+        return NO_R, ra, NO_R, NO_R
+
+    return CoDual(None, NO_F), pullback
+
+
+def restores_primal_not_fdata(f: CoDual, a: CoDual, y: CoDual) -> Any:
+    old = y.x.copy()
+    y.x *= a.x
+
+    def pullback(dy: Any) -> tuple[Any, ...]:
+        ra = type(a.x)(np.sum(y.dx * old)) if a.dx is not None and y.dx is not None else NO_R
+        y.x[...] = old  # but ȳ is not turned into a·ȳ (the cotangent of y_old)
+        return NO_R, ra, NO_R
+
+    return CoDual(None, NO_F), pullback
+
+
+def too_few_rdata(f: CoDual, x: CoDual, a: CoDual) -> Any:
+    y, pb = scale_rule(f, x, a)
+    return y, lambda dy: pb(dy)[:2]
+
+
+def rdata_wrong_type(f: CoDual, x: CoDual, a: CoDual) -> Any:
+    y, pb = scale_rule(f, x, a)
+
+    def pullback(dy: Any) -> tuple[Any, ...]:
+        r = pb(dy)
+        return (*r[:2], np.float32(r[2]) if a.dx is not None else NO_R)  # a is a Python float
+
+    return y, pullback
+
+
+def mutates_input(f: CoDual, x: CoDual, a: CoDual) -> Any:
+    y, pb = scale_rule(f, x, a)
+    x.x[0, 0] += 1.0  # the primal does not touch x
+    return y, pb
+
+
+def copies_a_view(f: CoDual, x: CoDual) -> Any:
+    y = x.x[0].copy()  # numpy returns a view
+    return CoDual(y, np.zeros_like(y)), lambda dy: (NO_R, NO_R)
+
+
+def view_with_fresh_fdata(f: CoDual, x: CoDual) -> Any:
+    return CoDual(x.x[0], np.zeros(x.x.shape[1])), lambda dy: (NO_R, NO_R)
+
+
+class AllocatingSquare(SquareRule):
+    def __call__(self, f: CoDual, x: CoDual) -> Any:
+        y = CoDual(x.x * x.x, np.zeros_like(x.x))  # new memory on every call
+
+        def pullback(_: Any) -> tuple[Any, ...]:
+            if x.dx is not None:
+                x.dx += 2 * x.x * y.dx
+            return NO_R, NO_R
+
+        return y, pullback
+
+
+class SharedBufferScal(ScalRule):
+    def __call__(self, f: CoDual, a: CoDual, y: CoDual) -> Any:
+        old = self.scratch("old", y.x.shape, y.x.dtype)  # one buffer for every pending call
+        np.copyto(old, y.x)
+        np.multiply(y.x, self.scalar(a.x), out=y.x)
+
+        def pullback(dy: Any) -> tuple[Any, ...]:
+            ra = NO_R
+            if y.dx is not None:
+                if a.dx is not None:
+                    ra = type(a.x)(self.dot(y.dx, old))
+                np.multiply(y.dx, self.scalar(a.x), out=y.dx)
+            np.copyto(y.x, old)
+            return NO_R, ra, NO_R
+
+        return CoDual(None, NO_F), pullback
+
+
+def crashes_on_inactive(f: CoDual, x: CoDual, a: CoDual) -> Any:
+    y = CoDual(x.x * a.x, np.zeros_like(x.x))
+
+    def pullback(dy: Any) -> tuple[Any, ...]:
+        x.dx += a.x * y.dx  # x.dx is None when x is a constant
+        ra = type(a.x)(np.sum(x.x * y.dx)) if a.dx is not None else NO_R
+        return NO_R, NO_R, ra
+
+    return y, pullback
+
+
+def writes_into_inactive(f: CoDual, x: CoDual, a: CoDual) -> Any:
+    y, pb = scale_rule(f, x, a)
+
+    def pullback(dy: Any) -> tuple[Any, ...]:
+        r = pb(dy)
+        if x.dx is None:
+            x.x[0, 0] = 0.0  # uses a constant's memory as scratch
+        return r
+
+    return y, pullback
+
+
+class BreaksOnShapeChange(SquareRule):
+    buf: np.ndarray | None = None
+
+    def __call__(self, f: CoDual, x: CoDual) -> Any:
+        if self.buf is None:
+            self.buf = np.empty((2, *x.x.shape))  # sized by the first call, never again
+        y, dy = self.buf[0], self.buf[1]
+        np.multiply(x.x, x.x, out=y)
+        dy.fill(0)
+
+        def pullback(_: Any) -> tuple[Any, ...]:
+            if x.dx is not None:
+                x.dx += 2 * x.x * dy
+            return NO_R, NO_R
+
+        return CoDual(y, dy), pullback
+
+
+def forward_writes_fdata(f: CoDual, x: CoDual, a: CoDual) -> Any:
+    if x.dx is not None:
+        x.dx.fill(0)  # the forward pass must never touch fdata
+    return scale_rule(f, x, a)
+
+
+BROKEN = [
+    ("wrong derivative", scale, (X, 2.5), wrong_derivative, "correctness", "argument 0"),
+    ("overwrites fdata", scale, (X, 2.5), overwrites_fdata, "correctness", "argument 0"),
+    ("forgets to restore", axpy, (0.7, X, Y), forgets_restore, "mutation", "argument 2"),
+    ("restores primal not fdata", scal, (1.5, Y), restores_primal_not_fdata, "mutation", None),
+    ("wrong number of rdata", scale, (X, 2.5), too_few_rdata, "interface", None),
+    ("rdata of the wrong type", scale, (X, 2.5), rdata_wrong_type, "interface", "argument 1"),
+    ("mutates an input", scale, (X, 2.5), mutates_input, "mutation", "argument 0"),
+    ("copies instead of a view", row0, (X,), copies_a_view, "aliasing", None),
+    ("view with fresh fdata", row0, (X,), view_with_fresh_fdata, "aliasing", "argument 0"),
+    ("allocates every call", square, (X,), AllocatingSquare(), "allocation", None),
+    ("not reentrant", scal, (1.5, Y), SharedBufferScal(), "statefulness", None),
+    ("crashes on inactive", scale, (X, 2.5), crashes_on_inactive, "interface", None),
+    ("writes into inactive", scale, (X, 2.5), writes_into_inactive, "mutation", "argument 0"),
+    ("breaks on shape change", square, (X,), BreaksOnShapeChange(), "statefulness", None),
+    ("forward writes fdata", scale, (X, 2.5), forward_writes_fdata, "interface", "argument 0"),
+]
+
+
+@pytest.mark.parametrize(
+    ("defect", "f", "args", "rule", "check", "argument"), BROKEN, ids=[b[0] for b in BROKEN]
+)
+def test_broken_rule_is_caught_by_the_check_that_names_it(
+    defect: str, f: Any, args: tuple[Any, ...], rule: Any, check: str, argument: str | None
+) -> None:
+    with pytest.raises(RuleCheckError) as info:
+        check_rule(f, *args, rule=rule)
+    assert info.value.check == check, f"{defect}: {info.value}"
+    if argument is not None:
+        assert info.value.argument == argument, f"{defect}: {info.value}"
+    assert f"{check} check failed" in str(info.value)
+
+
+def test_callers_arguments_are_never_modified() -> None:
+    x, y = X.copy(), Y.copy()
+    for rule in (axpy_rule, forgets_restore):
+        with contextlib.suppress(RuleCheckError):
+            check_rule(axpy, 0.7, x, y, rule=rule)
+        np.testing.assert_array_equal(x, X)
+        np.testing.assert_array_equal(y, Y)

@@ -1,0 +1,245 @@
+"""What a correct rule must produce for one call: the primal's behaviour and finite differences.
+
+The call is seen as a map from the state before it (every argument) to the
+state after it plus the new outputs (DESIGN §2). For each differentiable
+argument j, with a random direction ẋⱼ, random output cotangent ȳ and random
+pre-seeded fdata rᵢ (the cotangent of argument i's state *after* the call),
+a correct pullback leaves argument j with a cotangent x̄ⱼ such that
+
+    ⟨x̄ⱼ, ẋⱼ⟩ = ⟨ȳ, ∂y/∂xⱼ·ẋⱼ⟩ + Σ_{i mutated} ⟨rᵢ, ∂xᵢ'/∂xⱼ·ẋⱼ⟩ + [j not mutated]·⟨rⱼ, ẋⱼ⟩
+
+The right-hand side is computed here by central differences of the primal
+function, over a sweep of step sizes, once per argument; every activity
+combination of the rule is then compared against it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+
+from rulekit import NoTangent, inner, randn_tangent
+from testutils._call import Call, fdata_like
+from testutils._trees import (
+    clone,
+    fd_tangent,
+    finite,
+    has_narrow,
+    leaves,
+    max_abs,
+    perturb,
+    same_value,
+    shares,
+    widen,
+)
+
+__all__ = ["FDTerm", "Reference", "precision_of"]
+
+#: Finite-difference steps (relative to max(1, |x|∞)), by the precision the primal computes in.
+STEPS = {
+    "double": (1e-2, 1e-3, 1e-4, 1e-5, 1e-6),
+    "single": (1e-1, 3e-2, 1e-2, 3e-3, 1e-3),
+    "half": (3e-1, 1e-1, 3e-2),
+}
+
+
+def precision_of(values: Any) -> str:
+    """'half', 'single' or 'double': the least precise float dtype among the leaves."""
+    best = "double"
+    for _, v in leaves(values):
+        if not isinstance(v, (np.ndarray, np.generic)) or v.dtype.kind not in "fc":
+            continue
+        dt = v.dtype
+        if dt.itemsize // (2 if dt.kind == "c" else 1) <= 2:
+            return "half"
+        if dt.itemsize // (2 if dt.kind == "c" else 1) <= 4:
+            best = "single"
+    return best
+
+
+@dataclass
+class FDTerm:
+    """Finite-difference right-hand sides ⟨ȳ, ẏ⟩ + ... for one argument, one per step."""
+
+    values: list[float]  # one per step that gave finite differences
+    steps: list[float]
+    bound: list[float]  # Cauchy–Schwarz bounds of the terms, for the tolerance scale
+    size: int  # elements involved (a random inner product is ~ bound/√size)
+
+
+@dataclass
+class Reference:
+    """The primal's behaviour on a call, and the finite-difference side of the dot test."""
+
+    call: Call
+    rng: np.random.Generator
+    y: Any = None  # primal output (on clones)
+    post: list[Any] = field(default_factory=list)  # argument values after the primal ran
+    mutated: frozenset[int] = frozenset()
+    aliases: dict[tuple[Any, ...], frozenset[int]] = field(default_factory=dict)
+    precision: str = "double"
+    directions: list[Any] = field(default_factory=list)
+    seeds: list[Any] = field(default_factory=list)  # fdata before the pullback (post-state ct)
+    #: the output cotangent (zero on outputs that alias an argument)
+    ybar: Any = field(default_factory=NoTangent)
+    fd: dict[int, FDTerm] = field(default_factory=dict)
+    wide: bool = False
+    rounding: float = 0.0  # rounding level of the inputs: 1e3·ε·max|x|
+
+    #: 1e3·ε per precision: outputs may differ from numpy's by this much times the inputs'
+    #: scale (another algorithm's rounding; an exact 0 computed as 1e-17).
+    ROUNDING: ClassVar[dict[str, float]] = {"double": 2.2e-13, "single": 1.2e-4, "half": 1e-1}
+
+    @classmethod
+    def build(cls, call: Call, seed: int, fd: bool = True) -> Reference:
+        ref = cls(call, np.random.default_rng(seed))
+        values = call.fresh()
+        ref.y = call.primal(values)
+        ref.post = values
+        ref.mutated = frozenset(
+            i for i, v in enumerate(values) if not same_value(v, call.values[i])
+        )
+        ref.aliases = output_aliases(ref.y, values)
+        ref.precision = precision_of([call.values, ref.y])
+        ref.rounding = cls.ROUNDING[ref.precision] * max_abs(call.values)
+        ref._draw()
+        if fd:
+            ref._finite_differences()
+        return ref
+
+    # -- random directions, seeds, output cotangent ------------------------------------
+
+    def _draw(self) -> None:
+        rng, call = self.rng, self.call
+        self.directions = [
+            randn_tangent(v, rng) if d else NoTangent()
+            for v, d in zip(call.values, call.differentiable, strict=True)
+        ]
+        self.seeds = []
+        for v, d in zip(call.values, call.differentiable, strict=True):
+            if not d:
+                self.seeds.append(None)
+                continue
+            fd = fdata_like(v)
+            for _, a in leaves(fd):
+                if isinstance(a, np.ndarray):
+                    a.flags.writeable = True
+                    np.copyto(a, randn_tangent(a, rng))
+            self.seeds.append(fd)
+        ybar = randn_tangent(self.y, rng) if not isinstance(self.y, type(None)) else NoTangent()
+        self.ybar = _zero_aliased(ybar, set(self.aliases))
+
+    def seed_tangent(self, i: int) -> Any:
+        """Argument i's pre-seeded fdata as a full tangent (scalars: zero)."""
+        from rulekit import NoRData, join_tangent
+
+        return join_tangent(self.call.values[i], self.seeds[i], NoRData())
+
+    # -- finite differences ------------------------------------------------------------
+
+    def _primal_on(self, values: list[Any]) -> tuple[Any, list[Any]]:
+        y = self.call.primal(values)
+        return y, values
+
+    def _choose_precision(self) -> bool:
+        """FD in double precision when the primal behaves the same on widened inputs."""
+        if not has_narrow(self.call.values):
+            return False
+        try:
+            wide = [widen(v) for v in self.call.values]
+            y = self.call.primal(wide)
+        except Exception:
+            return False
+        mutated = frozenset(
+            i for i, v in enumerate(wide) if not same_value(v, widen(self.call.values[i]))
+        )
+        same_shape = [np.shape(v) for _, v in leaves(y)] == [np.shape(v) for _, v in leaves(self.y)]
+        return mutated == self.mutated and output_aliases(y, wide) == self.aliases and same_shape
+
+    def _finite_differences(self) -> None:
+        call = self.call
+        self.wide = self._choose_precision()
+        base = [widen(v) for v in call.values] if self.wide else call.values
+        steps = STEPS["double" if self.wide else self.precision]
+        for j, d in enumerate(call.differentiable):
+            if not d:
+                continue
+            scale = max(1.0, max_abs(base[j]))
+            term = FDTerm([], [], [], 1)
+            for h in steps:
+                h_eff = h * scale
+                try:
+                    rhs, bound, size = self._rhs(base, j, h_eff)
+                except (ArithmeticError, ValueError, np.linalg.LinAlgError):
+                    continue
+                if math.isfinite(rhs):
+                    term.values.append(rhs)
+                    term.steps.append(h_eff)
+                    term.bound.append(bound)
+                    term.size = size
+            self.fd[j] = term
+
+    def _rhs(self, base: list[Any], j: int, h: float) -> tuple[float, float, int]:
+        vp = [clone(v) for v in base]
+        vm = [clone(v) for v in base]
+        vp[j] = perturb(base[j], self.directions[j], h)
+        vm[j] = perturb(base[j], self.directions[j], -h)
+        with np.errstate(all="ignore"):
+            yp, postp = self._primal_on(vp)
+            ym, postm = self._primal_on(vm)
+        ydot = fd_tangent(yp, ym, h)
+        if not finite(ydot):
+            return math.nan, 0.0, 1
+        rhs = inner(self.ybar, ydot)
+        bound = _norm(self.ybar) * _norm(ydot)
+        size = _size(ydot)
+        for i in self.mutated:
+            xdot = fd_tangent(postp[i], postm[i], h)
+            if not finite(xdot):
+                return math.nan, 0.0, 1
+            r = self.seed_tangent(i)
+            rhs += inner(r, xdot)
+            bound += _norm(r) * _norm(xdot)
+            size = max(size, _size(xdot))
+        if j not in self.mutated:
+            r = self.seed_tangent(j)
+            rhs += inner(r, self.directions[j])
+            bound += _norm(r) * _norm(self.directions[j])
+        return rhs, bound, max(size, _size(self.directions[j]))
+
+
+def output_aliases(y: Any, values: list[Any]) -> dict[tuple[Any, ...], frozenset[int]]:
+    """For every array leaf of an output: the arguments it shares memory with."""
+    out = {}
+    for path, leaf in leaves(y):
+        if isinstance(leaf, np.ndarray):
+            out[path] = frozenset(i for i, v in enumerate(values) if shares(leaf, v))
+    return {p: s for p, s in out.items() if s}
+
+
+def _zero_aliased(t: Any, paths: set[tuple[Any, ...]], path: tuple[Any, ...] = ()) -> Any:
+    """`t` with the leaves at `paths` (outputs that alias an argument) set to zero."""
+    if path in paths:
+        return np.zeros_like(t) if isinstance(t, np.ndarray) else NoTangent()
+    if isinstance(t, tuple):
+        return tuple(_zero_aliased(e, paths, (*path, i)) for i, e in enumerate(t))
+    if isinstance(t, list):
+        return [_zero_aliased(e, paths, (*path, i)) for i, e in enumerate(t)]
+    return t
+
+
+def _norm(t: Any) -> float:
+    return math.sqrt(max(inner(t, t), 0.0))
+
+
+def _size(t: Any) -> int:
+    n = 0
+    for _, v in leaves(t):
+        if isinstance(v, np.ndarray):
+            n += v.size
+        elif isinstance(v, (float, complex, np.number)):
+            n += 1
+    return max(n, 1)
