@@ -11,9 +11,10 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
 
-from rulekit import CoDual, NoFData, NoRData, StatefulRRule
-from testutils import RuleCheckError, check_rule
+from rulekit import Array, CoDual, NoFData, NoRData, StatefulRRule, zero_fdata
+from testutils import RuleCheckError, check_rule, strategies
 
 NO_R, NO_F = NoRData(), NoFData()
 RNG = np.random.default_rng(0)
@@ -369,3 +370,125 @@ def test_callers_arguments_are_never_modified() -> None:
             check_rule(axpy, 0.7, x, y, rule=rule)
         np.testing.assert_array_equal(x, X)
         np.testing.assert_array_equal(y, Y)
+
+
+# -- no false alarms across dtypes, layouts, shapes; keyword out=; tuple outputs -------------------
+
+
+def complex_scale_rule(f: CoDual, x: CoDual, a: CoDual) -> Any:
+    """y = a·x (a real) ⇒ x̄ += a·ȳ, ā = Re⟨x, ȳ⟩ (= Re Σ conj(x)·ȳ).
+
+    For a 0-d x numpy returns a scalar: its cotangent is the pullback's argument.
+    """
+    value = x.x * a.x
+    y = CoDual(value, zero_fdata(value))
+
+    def pullback(dy: Any) -> tuple[Any, ...]:
+        g = y.dx if isinstance(y.dx, np.ndarray) else dy
+        if x.dx is not None:
+            x.dx += a.x * g
+        ra = type(a.x)(np.real(np.vdot(x.x, g))) if a.dx is not None else NO_R
+        return NO_R, NO_R, ra
+
+    return y, pullback
+
+
+@settings(max_examples=40, deadline=None, derandomize=True, database=None)
+@given(args=strategies.args_for(scale, Array[np.inexact], float))
+def test_a_correct_rule_is_never_flagged(args: tuple[Any, ...]) -> None:
+    check_rule(scale, *args, rule=complex_scale_rule)
+
+
+def test_float32_wrong_by_one_percent_is_caught() -> None:
+    x32 = X.astype(np.float32)
+    check_rule(scale, x32, 2.5, rule=scale_rule)
+
+    def off(f: CoDual, x: CoDual, a: CoDual) -> Any:
+        y, pb = scale_rule(f, x, a)
+
+        def pullback(dy: Any) -> tuple[Any, ...]:
+            r = pb(dy)
+            if x.dx is not None:
+                x.dx += np.float32(0.01 * a.x) * y.dx
+            return r
+
+        return y, pullback
+
+    with pytest.raises(RuleCheckError, match="correctness"):
+        check_rule(scale, x32, 2.5, rule=off)
+
+
+def add_into(x: np.ndarray, y: np.ndarray, out: np.ndarray) -> np.ndarray:
+    return np.add(x, y, out=out)
+
+
+def add_into_rule(f: CoDual, x: CoDual, y: CoDual, out: Any) -> Any:
+    """out ← x + y (returned) ⇒ x̄ += out̄, ȳ += out̄, out̄ ← 0, out ← out_old."""
+    o = out if isinstance(out, CoDual) else CoDual(out, None)
+    old = o.x.copy()
+    np.add(x.x, y.x, out=o.x)
+
+    def pullback(dy: Any) -> tuple[Any, ...]:
+        if o.dx is not None:
+            for a in (x, y):
+                if a.dx is not None:
+                    a.dx += o.dx
+            o.dx.fill(0)
+        o.x[...] = old
+        return NO_R, NO_R, NO_R
+
+    return CoDual(o.x, o.dx), pullback
+
+
+def test_keyword_out_is_a_mutated_argument_and_an_aliased_output() -> None:
+    c = np.zeros((3, 4))
+    report = check_rule(add_into, X, Y, kwargs={"out": c}, rule=add_into_rule)
+    assert report.checks["mutation"] == "pass" and report.checks["aliasing"] == "pass"
+
+    def forgets_out_fdata(f: CoDual, x: CoDual, y: CoDual, out: Any) -> Any:
+        yy, pb = add_into_rule(f, x, y, out)
+
+        def pullback(dy: Any) -> tuple[Any, ...]:
+            saved = out.dx.copy() if isinstance(out, CoDual) else None
+            r = pb(dy)
+            if saved is not None:
+                out.dx[...] = saved  # out̄ should be zero: out's old value is overwritten
+            return r
+
+        return yy, pullback
+
+    with pytest.raises(RuleCheckError) as info:
+        check_rule(add_into, X, Y, kwargs={"out": c}, rule=forgets_out_fdata)
+    assert info.value.check == "mutation" and info.value.argument == "out="
+
+
+def head_and_double_tail(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    return x[:1], x[1:] * 2.0
+
+
+def head_tail_rule(f: CoDual, x: CoDual) -> Any:
+    """(x[:1] (a view), 2·x[1:]) ⇒ x̄[1:] += 2·ȳ₂."""
+    head = x.x[:1]
+    tail = x.x[1:] * 2.0
+    dtail = np.zeros_like(tail)
+    fd = None if x.dx is None else (x.dx[:1], dtail)
+
+    def pullback(dy: Any) -> tuple[Any, ...]:
+        if x.dx is not None:
+            x.dx[1:] += 2.0 * dtail
+        return NO_R, NO_R
+
+    return CoDual((head, tail), fd), pullback
+
+
+def test_tuple_output_with_a_view_and_a_new_array() -> None:
+    report = check_rule(head_and_double_tail, X, rule=head_tail_rule)
+    assert report.checks["aliasing"] == "pass"
+
+
+def test_reference_replaces_the_primal_for_unspecified_results() -> None:
+    def zeros_rule(f: CoDual, x: CoDual) -> Any:
+        return CoDual(np.zeros_like(x.x), np.zeros_like(x.x)), lambda dy: (NO_R, NO_R)
+
+    report = check_rule(np.empty_like, X, rule=zeros_rule, reference=np.zeros_like)
+    assert report.checks["correctness"] == "pass"
