@@ -127,9 +127,10 @@ def check_registration(reg: Registration, n_examples: int = 10, seed: int = 0) -
 
 
 def _merge(result: RuleResult, reports: list[Any]) -> None:
+    """One status per check over all inputs: a failure is raised, so here pass beats n/a."""
     for rep in reports:
         for name, status in rep.checks.items():
-            if result.checks.get(name) in (None, "n/a") or status != "pass":
+            if result.checks.get(name) is None or not result.checks[name].startswith("pass"):
                 result.checks[name] = status
         if rep.allocations is not None:
             result.allocations = max(result.allocations or 0, rep.allocations)
@@ -137,14 +138,15 @@ def _merge(result: RuleResult, reports: list[Any]) -> None:
 
 def _fuzz(reg: Registration, n: int, seed: int, result: RuleResult) -> list[Any] | None:
     """Check on `n` generated inputs; None (and `not checked`) if they cannot be generated."""
-    from hypothesis import HealthCheck, given, settings
+    from hypothesis import HealthCheck, given, reject, settings
     from hypothesis import seed as hseed
+    from hypothesis.errors import Unsatisfiable
 
     from testutils import check_rule, strategies
 
     try:
         strategy = strategies.args_for(reg)
-    except Exception as e:
+    except strategies.Unsupported as e:
         result.status = "not checked"
         result.message = f"no examples attached, and inputs cannot be generated: {e}"
         return None
@@ -160,9 +162,21 @@ def _fuzz(reg: Registration, n: int, seed: int, result: RuleResult) -> list[Any]
     )
     @given(strategy)
     def run(args: tuple[Any, ...]) -> None:
+        if not strategies.accepted(reg.f, args):
+            reject()  # the primal refuses these inputs: not a case for the rule
         reports.append(check_rule(reg.f, *args))
 
-    run()
+    try:
+        run()
+    except Unsatisfiable:
+        reports.clear()
+    if not reports:
+        result.status = "not checked"
+        result.message = (
+            "no examples attached, and the primal rejected every generated input (it raised or "
+            "returned non-finite values): attach examples to the registration"
+        )
+        return None
     result.inputs = f"{len(reports)} generated"
     return reports
 
