@@ -1,1 +1,11 @@
-"""rulekit's bundled rules: importing this package registers them all."""
+"""rulekit's bundled rules: importing this package registers them all.
+
+One module per domain; `rulekit rules` lists what each registered, and
+docs/coverage.md is generated from the registry.
+"""
+
+from rules import contractions as contractions  # einsum, tensordot, kron, multi_dot, ...
+from rules import creation as creation  # zeros_like, ones_like, empty_like, full_like
+from rules import lapack as lapack  # scipy.linalg (also imports rules.lapack_lu)
+from rules import linalg as linalg  # numpy.linalg (also imports rules.linalg_decomp)
+from rules import special as special  # scipy.special (+ special_binary, special_reduce)

@@ -8,7 +8,7 @@ import re
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-PAGES = ["README.md", "docs/tutorial.md"]
+PAGES = ["README.md", "docs/tutorial.md", "docs/testing-your-rules.md"]
 
 
 def python_blocks(path: pathlib.Path) -> list[str]:

@@ -102,9 +102,14 @@ class Call:
         return args, kwargs
 
     def primal(self, values: list[Any]) -> Any:
-        """Run the primal function on `values` (mutating them as it does); its result."""
+        """Run the primal function on `values` (mutating them as it does); its result.
+
+        Floating-point warnings are silenced: the primal may legitimately return inf or
+        NaN (log 0), and finite differences step near domain boundaries.
+        """
         args, kwargs = self.plain(values)
-        return self.reference(*args, **kwargs)
+        with np.errstate(all="ignore"):
+            return self.reference(*args, **kwargs)
 
     def coduals(
         self, values: list[Any], fdata: list[Any], active: frozenset[int]
