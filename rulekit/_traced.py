@@ -11,6 +11,7 @@ leave the trace and its gradient would silently be lost.
 from __future__ import annotations
 
 import operator
+import sys
 from typing import Any, cast
 
 import numpy as np
@@ -66,7 +67,13 @@ class Traced(NDArrayOperatorsMixin):
         return _call.traced_call(self.tape, func, args, kwargs, fallback)
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
-        raise _leak("NumPy was asked to convert (__array__)")
+        from rulekit._wrappers import suggest_wrapper
+
+        err = _leak("NumPy was asked to convert (__array__)")
+        hint = suggest_wrapper(sys._getframe(1))
+        if hint:
+            err.args = (err.args[0] + hint,)
+        raise err
 
     # -- conversions that would leak -------------------------------------------
 
