@@ -220,25 +220,37 @@ def _fkey(f: Any) -> Any:
 _ndarray = np.ndarray
 
 
-def _k(x: Any) -> Any:
-    return (x.dtype.char, x.ndim) if type(x) is _ndarray else type(x)
+def _flat(key: list[Any], x: Any) -> None:
+    if type(x) is _ndarray:
+        key.append(x.dtype)
+        key.append(x.ndim)
+    else:
+        key.append(type(x))
 
 
 def fast_key(f: Any, args: Sequence[Any], out: Any = None) -> tuple[Any, ...]:
     """A cheap hashable key for a call on primal values (the hot path of dispatch).
 
-    It identifies the concrete signature: arrays by dtype character and ndim,
-    other values by type. `out` is the `out=` array or None.
+    It identifies the concrete signature as one flat tuple: an array contributes
+    its dtype and ndim, any other value its type (a dtype is never a type, so the
+    tuple reads back unambiguously). `out` is the `out=` array or None.
     """
-    n = len(args)
-    if n == 2:
+    if len(args) == 2 and out is None:
         a, b = args
-        key: tuple[Any, ...] = (f, _k(a), _k(b))
-    elif n == 1:
-        key = (f, _k(args[0]))
-    else:
-        key = (f, *map(_k, args))
-    return key if out is None else (*key, "out", _k(out))
+        if type(a) is _ndarray:
+            if type(b) is _ndarray:
+                return (f, a.dtype, a.ndim, b.dtype, b.ndim)
+            return (f, a.dtype, a.ndim, type(b))
+        if type(b) is _ndarray:
+            return (f, type(a), b.dtype, b.ndim)
+        return (f, type(a), type(b))
+    key: list[Any] = [f]
+    for x in args:
+        _flat(key, x)
+    if out is not None:
+        key.append("out")
+        _flat(key, out)
+    return tuple(key)
 
 
 class Registry:
@@ -429,9 +441,10 @@ class _RRule(_RegisterMixin):
     _kind: Kind = "rrule"
 
     def __call__(self, f: CoDual, *args: CoDual, **kwargs: Any) -> tuple[CoDual, Any]:
-        out = _out_value(kwargs) if "out" in kwargs else None
+        out = _out_value(kwargs) if kwargs and "out" in kwargs else None
         sig, reg = registry.lookup_call(f.x, [a.x for a in args], out)
-        return _instantiate(reg, sig)(f, *args, **kwargs)
+        rule = reg.impl if reg.kind == "rrule" else reg.impl(sig)
+        return rule(f, *args, **kwargs)
 
     def __repr__(self) -> str:
         return "rulekit.rrule"
