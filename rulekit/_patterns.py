@@ -137,6 +137,8 @@ def as_pattern(p: Any) -> Pattern:
         members = frozenset(as_pattern(m) for m in typing.get_args(p))
         if any(isinstance(m, VarargPattern) for m in members):
             raise RuleRegistrationError(f"Vararg cannot appear inside a Union: {p!r}")
+        if _ANY in members:
+            return _ANY  # Union[Any, X] is every value
         return next(iter(members)) if len(members) == 1 else UnionPattern(members)
     if isinstance(p, type):
         return Array if issubclass(p, np.ndarray) else ClassPattern(p)

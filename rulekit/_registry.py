@@ -221,11 +221,13 @@ _ndarray = np.ndarray
 
 
 def _flat(key: list[Any], x: Any) -> None:
-    if type(x) is _ndarray:
-        key.append(x.dtype)
-        key.append(x.ndim)
-    else:
-        key.append(type(x))
+    t = type(x)
+    if t is not _ndarray:
+        key.append(t)  # a subclass of ndarray is then followed by its dtype and ndim
+        if not issubclass(t, _ndarray):
+            return
+    key.append(x.dtype)
+    key.append(x.ndim)
 
 
 def fast_key(f: Any, args: Sequence[Any], out: Any = None) -> tuple[Any, ...]:
@@ -235,15 +237,16 @@ def fast_key(f: Any, args: Sequence[Any], out: Any = None) -> tuple[Any, ...]:
     its dtype and ndim, any other value its type (a dtype is never a type, so the
     tuple reads back unambiguously). `out` is the `out=` array or None.
     """
-    if len(args) == 2 and out is None:
+    if len(args) == 2 and out is None:  # the common case, without building a list
         a, b = args
-        if type(a) is _ndarray:
-            if type(b) is _ndarray:
+        ta, tb = type(a), type(b)
+        if ta is _ndarray:
+            if tb is _ndarray:
                 return (f, a.dtype, a.ndim, b.dtype, b.ndim)
-            return (f, a.dtype, a.ndim, type(b))
-        if type(b) is _ndarray:
-            return (f, type(a), b.dtype, b.ndim)
-        return (f, type(a), type(b))
+            if not issubclass(tb, _ndarray):
+                return (f, a.dtype, a.ndim, tb)
+        elif tb is _ndarray and not issubclass(ta, _ndarray):
+            return (f, ta, b.dtype, b.ndim)
     key: list[Any] = [f]
     for x in args:
         _flat(key, x)

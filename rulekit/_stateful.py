@@ -28,11 +28,12 @@ _BufKey = tuple[tuple[int, ...], str]
 class SaveToken:
     """What `StatefulRRule.save` returns: where the saved copy is on the stack."""
 
-    __slots__ = ("buffer", "depth")
+    __slots__ = ("buffer", "depth", "serial")
 
-    def __init__(self, depth: int, buffer: np.ndarray) -> None:
+    def __init__(self, depth: int, buffer: np.ndarray, serial: int) -> None:
         self.depth = depth
         self.buffer = buffer
+        self.serial = serial  # unique per push: a recycled buffer at the same depth is not ours
 
 
 class StatefulRRule:
@@ -57,6 +58,8 @@ class StatefulRRule:
 
     def __init__(self) -> None:
         self._stack: list[np.ndarray] = []
+        self._serials: list[int] = []  # parallel to _stack
+        self._next_serial = 0
         self._pool: dict[_BufKey, list[np.ndarray]] = {}
         self._scratch: dict[str, np.ndarray] = {}
 
@@ -75,7 +78,10 @@ class StatefulRRule:
         """Push an uninitialised pooled buffer of this shape and dtype; it is `token.buffer`."""
         buf = self._take(tuple(shape), np.dtype(dtype))
         self._stack.append(buf)
-        return SaveToken(len(self._stack) - 1, buf)
+        serial = self._next_serial
+        self._next_serial = serial + 1
+        self._serials.append(serial)
+        return SaveToken(len(self._stack) - 1, buf, serial)
 
     def save(self, x: np.ndarray) -> SaveToken:
         """Push a copy of `x` (any memory layout) and return its token."""
@@ -94,14 +100,16 @@ class StatefulRRule:
         forward passes) are discarded first. The returned buffer is recycled:
         read it before the next `push`/`save`.
         """
-        stack = self._stack
-        if token.depth >= len(stack) or stack[token.depth] is not token.buffer:
+        stack, serials = self._stack, self._serials
+        if token.depth >= len(stack) or serials[token.depth] != token.serial:
             raise RuntimeError(
                 f"{type(self).__name__}: pullback called twice, or after reset(): "
                 "its saved state is gone."
             )
         while len(stack) > token.depth + 1:
+            serials.pop()
             self._recycle(stack.pop())
+        serials.pop()
         buf = stack.pop()
         if into is not None:
             np.copyto(into, buf)
@@ -111,6 +119,7 @@ class StatefulRRule:
     def reset(self) -> None:
         """Forget all saved state (e.g. after a trace was abandoned); buffers are kept."""
         while self._stack:
+            self._serials.pop()
             self._recycle(self._stack.pop())
 
     @property

@@ -114,10 +114,23 @@ class StructTangent:
         self.fields = fields
 
     def __getattr__(self, name: str) -> Any:
-        try:
-            return self.fields[name]
-        except KeyError:
-            raise AttributeError(name) from None
+        # Only called for names that are not slots; `fields` may be unset (copy, unpickle).
+        fields = object.__getattribute__(self, "fields") if name != "fields" else None
+        if fields is not None and name in fields:
+            return fields[name]
+        raise AttributeError(name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # `t.weight += g` in a pullback: arrays are updated in place, scalars replaced.
+        if name in StructTangent.__slots__:
+            object.__setattr__(self, name, value)
+        elif name in self.fields:
+            self.fields[name] = value
+        else:
+            raise AttributeError(f"{self!r} has no field {name!r}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (StructTangent, (self.cls, self.fields))
 
     def __repr__(self) -> str:
         inner_repr = ", ".join(f"{k}={v!r}" for k, v in self.fields.items())
@@ -403,8 +416,15 @@ def increment(t: Any, s: Any) -> Any:
     return _increment(t, s, set())
 
 
-def _array_key(a: np.ndarray) -> tuple[int, tuple[int, ...], tuple[int, ...]]:
-    return (a.__array_interface__["data"][0], a.shape, a.strides)
+def _array_key(a: np.ndarray) -> tuple[int, int, int, str]:
+    """The memory an array covers: first and last byte, element count, dtype.
+
+    Views of the same elements (`a`, `a[:]`, `a.reshape(2, 3)`, `a.T`) have one key.
+    """
+    start = a.__array_interface__["data"][0]
+    lo = sum(s * (n - 1) for s, n in zip(a.strides, a.shape, strict=True) if s < 0)
+    hi = sum(s * (n - 1) for s, n in zip(a.strides, a.shape, strict=True) if s > 0)
+    return (start + lo, start + hi, a.size, a.dtype.str)
 
 
 def _increment(t: Any, s: Any, seen: set[Any]) -> Any:
@@ -448,7 +468,7 @@ def inner(a: Any, b: Any) -> float:
     if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
         a64 = np.asarray(a)
         b64 = np.asarray(b)
-        if a64.dtype.itemsize < 8 or b64.dtype.itemsize < 8:
+        if _single(a64.dtype) or _single(b64.dtype):
             a64 = a64.astype(np.promote_types(a64.dtype, np.float64))
             b64 = b64.astype(np.promote_types(b64.dtype, np.float64))
         return float(np.real(np.vdot(a64, b64)))
@@ -461,6 +481,11 @@ def inner(a: Any, b: Any) -> float:
     if isinstance(a, (float, complex, np.number)):
         return float(np.real(np.conj(complex(a)) * complex(b)))
     raise TangentError(f"cannot take the inner product of tangents of type {type(a).__name__}")
+
+
+def _single(dt: np.dtype) -> bool:
+    """Less than double precision (float16/32, complex64): accumulate in double."""
+    return dt.itemsize < (16 if dt.kind == "c" else 8)
 
 
 def tangent_map(fn: Callable[[Any], Any], t: Any) -> Any:

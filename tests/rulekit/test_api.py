@@ -6,13 +6,13 @@ from typing import Any
 
 import numpy as np
 import pytest
+from fdcheck import fd_grad
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import rulekit
 import rules
 import rules.blas
-from fdcheck import fd_grad
 from rulekit import Array, MissingRuleError, TracingError
 
 assert rules  # the bundled rules are registered on import
@@ -175,7 +175,7 @@ def test_rules_reused_per_call_site_and_rebuilt_on_signature_change() -> None:
     vg(A * 2, B)
     assert [s.rule for s in vg.tracer.sites] == rules_1
     assert all(a is b for a, b in zip(rules_1, [s.rule for s in vg.tracer.sites], strict=True))
-    v32, g32 = vg(A.astype(np.float32), B.astype(np.float32))
+    _, g32 = vg(A.astype(np.float32), B.astype(np.float32))
     assert g32[0].dtype == np.float32
     sig0 = vg.tracer.sites[0].sig
     assert "float32" in repr(sig0)

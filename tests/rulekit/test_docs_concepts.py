@@ -26,9 +26,7 @@ def registrations() -> Iterator[None]:
         registry.remove(reg)
 
 
-def test_concepts_code_blocks_run(
-    registrations: None, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_concepts_code_blocks_run(registrations: None, capsys: pytest.CaptureFixture[str]) -> None:
     blocks = python_blocks(PAGE)
     assert len(blocks) >= 10, "docs/concepts.md lost its code blocks"
     namespace: dict[str, object] = {"__name__": MODULE}

@@ -26,14 +26,17 @@ class ScaleRule(StatefulRRule):
 
     def __call__(self, f: CoDual, x: CoDual, alpha: CoDual) -> tuple[CoDual, Any]:
         token = self.save(x.x)
-        np.multiply(x.x, alpha.x, out=x.x)
+        a = self.scratch("alpha", (), x.x.dtype)  # a 0-d operand: a scalar one would allocate
+        a.fill(alpha.x)
+        np.multiply(x.x, a, out=x.x)
 
         def scale_pullback(dy: Any) -> tuple[Any, Any, Any]:
             dalpha: Any = NoRData()
             if alpha.dx is not None:
                 dalpha = float(np.vdot(x.dx, token.buffer))  # read before restore recycles it
             if x.dx is not None:
-                np.multiply(x.dx, alpha.x, out=x.dx)
+                a.fill(alpha.x)  # (the scratch is shared by interleaved calls: refill it)
+                np.multiply(x.dx, a, out=x.dx)
             self.restore(token, into=x.x)
             return NoRData(), NoRData(), dalpha
 
