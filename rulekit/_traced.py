@@ -37,6 +37,9 @@ def _leak(what: str) -> TracingError:
     )
 
 
+_falling_back: set[Any] = set()  # numpy functions whose Python implementation is running
+
+
 class Traced(NDArrayOperatorsMixin):
     """A traced value: its CoDual (`cd`), its tape and its slot on that tape."""
 
@@ -58,11 +61,17 @@ class Traced(NDArrayOperatorsMixin):
     def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
         impl = getattr(func, "_implementation", None)
         fallback = None
-        if impl is not None and hasattr(impl, "__code__"):
+        if impl is not None and hasattr(impl, "__code__") and func not in _falling_back:
             # Without a rule, a function written in Python on top of other numpy
             # functions is traced through: its implementation runs on traced values.
+            # Not re-entrantly: np.max's implementation calls `x.max()`, which is
+            # np.max again; the inner call then reports the missing rule instead.
             def fallback() -> Any:
-                return impl(*args, **kwargs)
+                _falling_back.add(func)
+                try:
+                    return impl(*args, **kwargs)
+                finally:
+                    _falling_back.discard(func)
 
         return _call.traced_call(self.tape, func, args, kwargs, fallback)
 

@@ -263,6 +263,9 @@ def tree_close(
     if type(got) is not type(want):
         return f"{path} is {type(got).__name__}, numpy gives {type(want).__name__}"
     if isinstance(want, _FLOAT_SCALARS):
+        if not np.isfinite(want):
+            same = got == want or (np.isnan(got) and np.isnan(want))
+            return None if same else f"{path} is {got!r}; numpy gives {want!r}"
         tol = rtol * abs(complex(want)) + floor
         if not np.isclose(got, want, rtol=rtol, atol=tol, equal_nan=True):
             return f"{path} is {got!r}; numpy gives {want!r}"
