@@ -8,4 +8,5 @@ from rules import contractions as contractions  # einsum, tensordot, kron, multi
 from rules import creation as creation  # zeros_like, ones_like, empty_like, full_like
 from rules import lapack as lapack  # scipy.linalg (also imports rules.lapack_lu)
 from rules import linalg as linalg  # numpy.linalg (also imports rules.linalg_decomp)
+from rules import reductions as reductions  # sum, mean, prod, cum*, max/min, var/std, norm
 from rules import special as special  # scipy.special (+ special_binary, special_reduce)

@@ -1,0 +1,321 @@
+"""Rules for NumPy reductions: sum, nansum, mean, nanmean, prod, cumsum, cumprod.
+
+The other reductions live next door and are registered by importing this
+module: max/min/amax/amin/nanmax/nanmin in `rules.extrema`, var/std/average in
+`rules.statistics`, `np.linalg.norm` in `rules.norms`.
+
+Every rule calls the numpy function itself on the forward pass (so the output
+is exactly numpy's: a numpy scalar for a full reduction, an array with
+`keepdims=True`, ...) and takes `axis` (None, int, negative, tuple),
+`keepdims`, `dtype=` and, where numpy has them, `where=` and `initial=`.
+A scalar output's cotangent is the pullback's argument; an array output's is
+in its fdata. Complex inputs: `x̄ = conj(∂y/∂x)·ȳ` (JAX/PyTorch); a real input
+reduced with a complex `dtype=` gets the real part. An integer `dtype=` makes
+the output non-differentiable (nothing flows back). Conventions (zeros in
+prod/cumprod, NaNs): docs/conventions-reductions.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+import rulekit
+from rulekit import Array, CoDual, Example, Vararg, example
+from rules._reduce import (
+    add,
+    axes_of,
+    bind,
+    cotangent,
+    differentiable,
+    expand,
+    lane_count,
+    nulls,
+    option,
+    output,
+    plan,
+    reject_traced_scalars,
+    where_mask,
+)
+from rules._util import scalar_rdata
+
+__all__ = ["cumulative_rrule", "mean_rrule", "prod_rrule", "sum_rrule"]
+
+_SUM = ("axis", "dtype", "out", "keepdims", "initial", "where")
+_MEAN = ("axis", "dtype", "out", "keepdims")
+_CUM = ("axis", "dtype", "out")
+
+
+def _rng(seed: int) -> np.random.Generator:
+    return np.random.default_rng(seed)
+
+
+# -- sum, nansum, mean, nanmean -------------------------------------------------------------
+
+
+def _sum_examples() -> list[Example]:
+    x = _rng(0).normal(size=(3, 4))
+    return [
+        example(x),
+        example(x, (0, -1), None, None, True, 0.5),  # positional initial: initial̄ = Σȳ
+        example(x + 1j * x[::-1], 1, where=np.array([True, False, True, True])),
+        example(x.astype(np.float32), axis=-1, dtype=np.float64, initial=2.0),
+    ]
+
+
+def _nansum_examples() -> list[Example]:
+    x = _rng(1).normal(size=(3, 4))
+    x[0, 1] = x[2, 3] = np.nan
+    return [example(x), example(x, axis=0, keepdims=True), example(x + 0.5j, -1)]
+
+
+@rulekit.rrule.register(np.sum, Array[np.inexact], Vararg[Any], examples=_sum_examples)
+@rulekit.rrule.register(np.nansum, Array[np.inexact], Vararg[Any], examples=_nansum_examples)
+def sum_rrule(f: CoDual, x: CoDual, *args: CoDual, **kwargs: Any) -> tuple[CoDual, Any]:
+    """y = Σ x (+ initial) over `axis`, masked by where= ⇒ x̄ += where·ȳ (ȳ broadcast back).
+
+    A traced `initial` (positional: keywords are constants) gets initial̄ = Σȳ.
+
+    nansum: NaNs count as 0, so NaN positions get a zero cotangent.
+    """
+    fn = f.x
+    y = fn(x.x, *[a.x for a in args], **kwargs)
+    out = output(y)
+    none = nulls(args)
+    if not differentiable(y):
+        return out, lambda dy: none
+    o = bind(_SUM, args, kwargs)
+    reject_traced_scalars(f"np.{fn.__name__}", _SUM, args, allowed=("initial",))
+    axis = o.get("axis")
+    kshape = None if axis is None else plan(axis, x.x.shape)[1]
+    where = where_mask(o)
+    nan = fn is np.nansum
+    dinit = args[4] if len(args) > 4 and args[4].dx is not None else None
+
+    def sum_pullback(dy: Any) -> tuple[Any, ...]:
+        if x.dx is not None:
+            g = cotangent(out, dy)
+            if kshape is not None:
+                g = expand(g, kshape)
+            if where is not None:
+                g = g * where
+            if nan:
+                g = g * ~np.isnan(x.x)
+            add(x, g)
+        if dinit is None:
+            return none
+        return (*none[:6], scalar_rdata(dinit.x, cotangent(out, dy)), *none[7:])  # initial̄ = Σȳ
+
+    return out, sum_pullback
+
+
+def _mean_examples() -> list[Example]:
+    x = _rng(2).normal(size=(2, 3, 4))
+    return [
+        example(x),
+        example(x, (0, 2), keepdims=True),
+        example(x[0] - 2j * x[1], axis=-1, where=np.array([True, False, True, True])),
+        example(x.astype(np.float32), 1, np.float64),  # positional dtype
+    ]
+
+
+def _nanmean_examples() -> list[Example]:
+    x = _rng(3).normal(size=(3, 4))
+    x[0, 0] = x[1, 2] = x[1, 3] = np.nan
+    return [example(x), example(x, axis=1, keepdims=True), example(x - 1j, 0)]
+
+
+@rulekit.rrule.register(np.mean, Array[np.inexact], Vararg[Any], examples=_mean_examples)
+@rulekit.rrule.register(np.nanmean, Array[np.inexact], Vararg[Any], examples=_nanmean_examples)
+def mean_rrule(f: CoDual, x: CoDual, *args: CoDual, **kwargs: Any) -> tuple[CoDual, Any]:
+    """y = Σ x / N over `axis` (N elements, or the where= count) ⇒ x̄ += where·ȳ/N.
+
+    nanmean: N counts the non-NaN elements; NaN positions get a zero cotangent,
+    and an all-NaN lane (y = NaN, with numpy's warning) gives its lane zeros.
+    """
+    fn = f.x
+    y = fn(x.x, *[a.x for a in args], **kwargs)
+    out = output(y)
+    none = nulls(args)
+    if not differentiable(y):
+        return out, lambda dy: none
+    o = bind(_MEAN, args, kwargs)
+    reject_traced_scalars(f"np.{fn.__name__}", _MEAN, args)
+    shape = x.x.shape
+    axes, kshape = plan(o.get("axis"), shape)
+    where = where_mask(o)
+    nan = fn is np.nanmean
+
+    def mean_pullback(dy: Any) -> tuple[Any, ...]:
+        if x.dx is not None and x.x.size:
+            g = expand(cotangent(out, dy), kshape)
+            if nan:
+                keep = ~np.isnan(x.x)
+                if where is not None:
+                    keep &= where
+                n = np.maximum(np.sum(keep, axis=axes, keepdims=True), 1)
+                g = keep * (g / n)
+            elif where is None:
+                g = g / lane_count(shape, axes, None)
+            else:
+                g = where * (g / np.maximum(lane_count(shape, axes, where), 1))
+            add(x, g)
+        return none
+
+    return out, mean_pullback
+
+
+# -- prod -----------------------------------------------------------------------------------
+
+
+def _prod_examples() -> list[Example]:
+    x = _rng(4).uniform(0.5, 1.5, size=(3, 4)) * np.sign(_rng(5).normal(size=(3, 4)))
+    z = x.copy()
+    z[0, 1] = 0.0  # one zero in row 0 ...
+    z[1, 0] = z[1, 2] = 0.0  # ... two in row 1
+    return [
+        example(x),
+        example(z, axis=1, keepdims=True),
+        example(z + 0.5j * x, (0, 1), initial=1.5),
+        example(x.astype(np.float32), 0, where=np.array([True, False, True, True])),
+    ]
+
+
+def _exclusive_prod(x: np.ndarray, axes: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """Π_{j≠i} x_j over each lane, by prefix and suffix products: no division, zeros exact."""
+    nd, k = x.ndim, len(axes)
+    ends = tuple(range(nd - k, nd))
+    moved = np.moveaxis(x, axes, ends)
+    m = moved.reshape((*moved.shape[: nd - k], -1)).astype(dtype, copy=False)
+    pre = np.ones_like(m)
+    suf = np.ones_like(m)
+    if m.shape[-1] > 1:
+        np.cumprod(m[..., :-1], axis=-1, out=pre[..., 1:])
+        np.cumprod(m[..., :0:-1], axis=-1, out=suf[..., -2::-1])
+    pre *= suf
+    return np.moveaxis(pre.reshape(moved.shape), ends, axes)
+
+
+@rulekit.rrule.register(np.prod, Array[np.inexact], Vararg[Any], examples=_prod_examples)
+def prod_rrule(f: CoDual, x: CoDual, *args: CoDual, **kwargs: Any) -> tuple[CoDual, Any]:
+    """y = initial·Π x over `axis` ⇒ x̄ᵢ += conj(initial·Π_{j≠i} xⱼ)·ȳ (0 where where= is False).
+
+    Without zeros (y finite and ≠ 0) Π_{j≠i} xⱼ = y/xᵢ. Otherwise it comes from
+    prefix·suffix products, so zeros are exact and nothing is divided: one zero
+    in a lane gives only that element a cotangent, two or more give none.
+    """
+    y = np.prod(x.x, *[a.x for a in args], **kwargs)
+    out = output(y)
+    none = nulls(args)
+    if not differentiable(y):
+        return out, lambda dy: none
+    o = bind(_SUM, args, kwargs)
+    reject_traced_scalars("np.prod", _SUM, args)
+    axes, kshape = plan(o.get("axis"), x.x.shape)
+    where = where_mask(o)
+    initial = option(o, "initial")
+
+    def prod_pullback(dy: Any) -> tuple[Any, ...]:
+        if x.dx is not None:
+            g = expand(cotangent(out, dy), kshape)
+            xe = x.x if where is None else np.where(where, x.x, 1)
+            yk = expand(y, kshape)
+            if np.all(np.isfinite(yk) & (yk != 0)):
+                others = yk / xe
+            else:
+                others = _exclusive_prod(xe, axes, np.result_type(y))
+                if initial is not None:
+                    others = others * initial
+            g = g * np.conj(others)
+            if where is not None:
+                g = g * where
+            add(x, g)
+        return none
+
+    return out, prod_pullback
+
+
+# -- cumsum, cumprod ------------------------------------------------------------------------
+
+
+def _cumsum_examples() -> list[Example]:
+    x = _rng(6).normal(size=(3, 4))
+    return [
+        example(x),
+        example(x + 1j * x[::-1], axis=-1),
+        example(x, 0, dtype=np.complex128),  # a real input, complex sums: x̄ gets Re
+        example(x.astype(np.float32), axis=1, dtype=np.float64),
+    ]
+
+
+def _cumprod_examples() -> list[Example]:
+    x = _rng(7).uniform(0.5, 1.5, size=(3, 4)) * np.sign(_rng(8).normal(size=(3, 4)))
+    z = x.copy()
+    z[0, 0] = z[1, 2] = z[2, 1] = z[2, 3] = 0.0  # a leading zero, a middle one, two in a row
+    return [
+        example(x),
+        example(z, axis=1),
+        example(z - 0.5j * x, axis=0),
+        example(x.astype(np.float32), -1),
+    ]
+
+
+@rulekit.rrule.register(np.cumsum, Array[np.inexact], Vararg[Any], examples=_cumsum_examples)
+@rulekit.rrule.register(np.cumprod, Array[np.inexact], Vararg[Any], examples=_cumprod_examples)
+def cumulative_rrule(f: CoDual, x: CoDual, *args: CoDual, **kwargs: Any) -> tuple[CoDual, Any]:
+    """Cumulative sum and product along `axis` (None: of the flattened array).
+
+    cumsum:  yᵢ = Σ_{j≤i} xⱼ ⇒ x̄ₖ += Σ_{i≥k} ȳᵢ (a reversed cumulative sum).
+    cumprod: yᵢ = Π_{j≤i} xⱼ ⇒ x̄ₖ += Σ_{i≥k} ȳᵢ·conj(Π_{j≤i, j≠k} xⱼ). Before a lane's
+    first zero z that is conj(1/xₖ)·Σ_{i≥k} ȳᵢ conj(yᵢ); at z it is Σ_{i≥z} ȳᵢ conj(y'ᵢ)
+    with y' the cumprod with x_z set to 1; after z it is 0. No division by zero.
+    """
+    fn = f.x
+    y = fn(x.x, *[a.x for a in args], **kwargs)
+    out = output(y)
+    none = nulls(args)
+    if not differentiable(y):
+        return out, lambda dy: none
+    axis = bind(_CUM, args, kwargs).get("axis")
+    reject_traced_scalars(f"np.{fn.__name__}", _CUM, args)
+    ax = 0 if axis is None else axes_of(axis, x.x.ndim)[0]
+    prod = fn is np.cumprod
+
+    def cumulative_pullback(dy: Any) -> tuple[Any, ...]:
+        if x.dx is not None:
+            g = out.dx
+            if prod:
+                g = _cumprod_cotangent(x.x.ravel() if axis is None else x.x, y, g, ax)
+            else:
+                g = _reverse_cumsum(g, ax)
+            add(x, g if axis is not None else g.reshape(x.x.shape))
+        return none
+
+    return out, cumulative_pullback
+
+
+def _reverse_cumsum(g: np.ndarray, ax: int) -> np.ndarray:
+    """Σ_{i≥k} gᵢ along `ax`."""
+    return np.flip(np.cumsum(np.flip(g, ax), axis=ax), ax)
+
+
+def _cumprod_cotangent(x: np.ndarray, y: np.ndarray, g: np.ndarray, ax: int) -> np.ndarray:
+    x = x.astype(y.dtype, copy=False)
+    r = _reverse_cumsum(g * np.conj(y), ax)
+    zero = x == 0
+    if not zero.any():
+        return r / np.conj(x)
+    seen = np.cumsum(zero, axis=ax)
+    first = zero & (seen == 1)
+    out = np.zeros_like(r)
+    np.divide(r, np.conj(x), out=out, where=seen == 0)
+    y1 = np.cumprod(np.where(first, 1, x), axis=ax)
+    at_zero = _reverse_cumsum(g * np.conj(y1), ax)
+    out[first] = at_zero[first]
+    return out
+
+
+from rules import extrema, norms, statistics  # noqa: E402  (register the rest of the family)
+
+assert extrema and norms and statistics
