@@ -10,3 +10,4 @@ from rules import lapack as lapack  # scipy.linalg (also imports rules.lapack_lu
 from rules import linalg as linalg  # numpy.linalg (also imports rules.linalg_decomp)
 from rules import reductions as reductions  # sum, mean, prod, cum*, max/min, var/std, norm
 from rules import special as special  # scipy.special (+ special_binary, special_reduce)
+from rules import ufuncs as ufuncs  # every ufunc, sinc/real/imag/angle/clip/where
