@@ -130,20 +130,36 @@ def traced_call(
     """
     reads: list[int] = []
     cds: list[CoDual] = []
+    primals: list[Any] = []
     in_slots: list[tuple[int, Any]] | None = None
-    for i, a in enumerate(args):
-        cd, tree = _arg(a, tape, reads)
+    for i, a in enumerate(args, 1):  # (the hot path: `_arg` inlined for the common types)
+        t = type(a)
+        if t is Traced and a.tape is tape:
+            reads.append(a.slot)
+            cd = a.cd
+            if a.scalar:
+                if in_slots is None:
+                    in_slots = []
+                in_slots.append((i, a.slot))
+        elif t is np.ndarray:
+            tape.guard(a)
+            cd = CoDual(a, None)
+        elif t is float or t is int:
+            cd = CoDual(a, None)
+        else:
+            cd, tree = _arg(a, tape, reads)
+            if tree is not None:
+                if in_slots is None:
+                    in_slots = []
+                in_slots.append((i, tree))
         cds.append(cd)
-        if tree is not None:
-            if in_slots is None:
-                in_slots = []
-            in_slots.append((i + 1, tree))
+        primals.append(cd.x)
     out_t = None
     if kwargs:
         kwargs, out_t = _kwargs(f, kwargs, reads)
 
     try:
-        site = _site(tape, f, [cd.x for cd in cds], None if out_t is None else out_t.cd.x)
+        site = _site(tape, f, primals, None if out_t is None else out_t.cd.x)
     except MissingRuleError as missing:
         if fallback is None:
             raise
@@ -165,15 +181,22 @@ def traced_call(
                     f"{function_name(f)}: traced keyword argument {k}= together with an "
                     "out= array that has no out= rule is not supported; drop out=."
                 )
-        result = traced_call(tape, f, args, plain_kw)
-        copy_into(tape, out_t, result)
+        copy_into(tape, out_t, traced_call(tape, f, args, plain_kw))
         return out_t
-    y, pullback = site.rule(CoDual(f, _NO_F), *cds, **kwargs)
-    if out_t is not None and y.x is out_t.cd.x:
+    y, pullback = site.rule(site.fcd, *cds, **kwargs)
+    x = y.x
+    if out_t is not None and x is out_t.cd.x:
         rec = Record(f, site, pullback, None, in_slots, tuple(reads), (out_t.slot,))
         tape.records.append(rec)
         return out_t
-    result, out_slot, writes = wrap_output(tape, y)
+    if type(x) is np.ndarray and type(y.dx) is np.ndarray:  # a traced array: the common case
+        slot = len(tape.rdata)
+        tape.rdata.append(None)
+        result: Any = Traced(y, tape, slot, False)
+        out_slot: Any = None
+        writes: tuple[int, ...] = (slot,)
+    else:
+        result, out_slot, writes = wrap_output(tape, y)
     tape.records.append(Record(f, site, pullback, out_slot, in_slots, tuple(reads), writes))
     return result
 

@@ -32,12 +32,13 @@ _NO_F = NoFData()
 class Site:
     """What a call position remembers between evaluations: its dispatch key and rule."""
 
-    __slots__ = ("key", "rule", "sig")
+    __slots__ = ("fcd", "key", "rule", "sig")
 
     def __init__(self, key: Any, sig: Any, rule: Any) -> None:
         self.key = key
         self.sig = sig
         self.rule = rule
+        self.fcd = CoDual(key[0], _NO_F)  # the function's CoDual, made once per site
 
 
 class Record:

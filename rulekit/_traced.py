@@ -17,7 +17,7 @@ from typing import Any, cast
 import numpy as np
 from numpy.lib.mixins import NDArrayOperatorsMixin
 
-from rulekit import _call
+from rulekit import _call, _operators
 from rulekit._codual import CoDual
 from rulekit._errors import TracingError
 from rulekit._primitive import trace_state
@@ -276,6 +276,7 @@ class Traced(NDArrayOperatorsMixin):
 
 
 _call.Traced = Traced
+_operators.install(Traced)
 
 
 def _find_tape(values: Any) -> Tape | None:

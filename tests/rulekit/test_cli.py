@@ -78,7 +78,7 @@ def test_rules_filtered_by_module(capsys: pytest.CaptureFixture[str]) -> None:
 def test_rules_imports_the_named_modules_first(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["rules", "rulekit._outrule", "--module", "rulekit._outrule"]) == 0
     out = capsys.readouterr().out
-    assert "np.copyto(Array[np.inexact], Array)  [factory]" in out
+    assert "np.copyto(Array[np.inexact], Array[np.number])  [factory]" in out
 
 
 def test_help_via_python_dash_m() -> None:
