@@ -21,8 +21,8 @@ import numpy as np
 from rulekit._codual import CoDual
 from rulekit._errors import MissingRuleError, TracingError
 from rulekit._registry import fast_key, function_name, registry
-from rulekit._tangents import NoFData, NoRData, zero_fdata
-from rulekit._tape import Record, Site, Tape
+from rulekit._tangents import NoFData, NoRData, zero_fdata, zero_tangent
+from rulekit._tape import ListSlots, Record, Site, Tape
 
 __all__ = ["traced_call"]
 
@@ -57,16 +57,36 @@ def _arg(a: Any, tape: Tape, reads: list[int]) -> tuple[CoDual, Any]:
     if (t is list or t is tuple) and a and _contains_traced(a):
         parts = [_arg(e, tape, reads) for e in a]
         xs = [p[0].x for p in parts]
-        dxs = [p[0].dx if p[0].dx is not None else zero_fdata(p[0].x) for p in parts]
         trees = [p[1] for p in parts]
-        tree = None if all(tr is None for tr in trees) else tuple(trees)
-        if t is tuple:
+        if t is tuple:  # fdata: a tuple of element fdata; traced scalars return rdata
+            dxs = [p[0].dx if p[0].dx is not None else zero_fdata(p[0].x) for p in parts]
+            tree = None if all(tr is None for tr in trees) else tuple(trees)
             fd = _NO_F if all(isinstance(d, NoFData) for d in dxs) else tuple(dxs)
             return CoDual(tuple(xs), fd), tree
-        return CoDual(xs, dxs), tree
+        return _list_arg(xs, parts, trees)
     if t is np.ndarray:
         tape.guard(a)
     return CoDual(a, None), None
+
+
+def _list_arg(xs: list[Any], parts: list[Any], trees: list[Any]) -> tuple[CoDual, Any]:
+    """A list's fdata holds full element tangents (DESIGN §1): a traced scalar's is a zero
+    of its type, which the pullback increments and the tape reads back into its slot."""
+    full: list[Any] = []
+    items = []
+    for k, ((cd, _), tree) in enumerate(zip(parts, trees, strict=True)):
+        if tree is not None and type(tree) is not int:
+            raise TracingError(
+                "traced scalars inside a tuple inside a list are not supported as an "
+                "argument; pass a flat list or tuple."
+            )
+        if isinstance(cd.dx, np.ndarray) or isinstance(cd.dx, tuple):
+            full.append(cd.dx)
+        else:
+            full.append(zero_tangent(cd.x))
+        if tree is not None:
+            items.append((k, tree))
+    return CoDual(xs, full), (ListSlots(full, items) if items else None)
 
 
 def _out_error(f: Any) -> TracingError:

@@ -41,6 +41,16 @@ class Site:
         self.fcd = CoDual(key[0], _NO_F)  # the function's CoDual, made once per site
 
 
+class ListSlots:
+    """Traced scalars inside a list argument: their cotangents come back in the list's fdata."""
+
+    __slots__ = ("fdata", "items")
+
+    def __init__(self, fdata: list[Any], items: list[tuple[int, int]]) -> None:
+        self.fdata = fdata  # the list's full tangent, incremented by the pullback
+        self.items = items  # (position in the list, slot of the traced scalar there)
+
+
 class Record:
     """One recorded rule call (the trace as data)."""
 
@@ -133,7 +143,11 @@ class Tape:
             ins = rec.in_slots
             if ins is not None:
                 for i, tree in ins:
-                    scatter(tree, r[i])
+                    if type(tree) is ListSlots:
+                        for k, slot in tree.items:
+                            scatter(slot, tree.fdata[k])
+                    else:
+                        scatter(tree, r[i])
 
     def unwind(self) -> None:
         """After an error in the forward pass: run the pullbacks to restore mutated primals.

@@ -293,9 +293,7 @@ class _Checker:
             changed = not same_value(v, self.call.values[i])
             if changed and i not in ref.mutated:
                 self.fail("mutation", "the rule's forward pass mutated it; numpy does not", i)
-            if not changed and i in ref.mutated:
-                self.fail("mutation", "numpy mutates it in place; the rule's forward did not", i)
-            if changed:
+            if i in ref.mutated:  # (a write of the value already there changes nothing)
                 why = tree_close(v, ref.post[i], rtol, "its value after the call")
                 if why:
                     self.fail("mutation", why, i)
@@ -339,7 +337,7 @@ class _Checker:
                     f"{where}'s fdata must be an array of shape {leaf.shape} and dtype "
                     f"{leaf.dtype}, got {_describe(fd)}",
                 )
-            if path in ref.aliases:
+            if path in ref.aliases and path not in ref.own_fdata:
                 self._check_view(run, path, leaf, fd, ref.aliases[path])
                 continue
             for i, d in enumerate(run.fdata):

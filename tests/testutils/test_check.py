@@ -492,3 +492,21 @@ def test_reference_replaces_the_primal_for_unspecified_results() -> None:
 
     report = check_rule(np.empty_like, X, rule=zeros_rule, reference=np.zeros_like)
     assert report.checks["correctness"] == "pass"
+
+
+def test_a_write_of_the_value_already_there_is_still_a_mutation() -> None:
+    import operator
+
+    import rules  # noqa: F401  (the setitem rule)
+
+    # x[0] = 0.5 where x[0] is 0.5 changes nothing on these inputs; the kit still sees the
+    # write (on random inputs) and checks the rule as a mutation of x.
+    report = check_rule(operator.setitem, np.array([0.5, 2.0]), 0, 0.5)
+    assert report.checks["mutation"] == "pass"
+
+
+def test_a_read_only_overlapping_view_may_carry_its_own_fdata() -> None:
+    import rules  # noqa: F401  (np.broadcast_to)
+
+    report = check_rule(np.broadcast_to, np.arange(3.0), (2, 3))
+    assert report.checks["aliasing"] == "pass" and report.checks["correctness"] == "pass"
