@@ -80,7 +80,7 @@ def _list_arg(xs: list[Any], parts: list[Any], trees: list[Any]) -> tuple[CoDual
                 "traced scalars inside a tuple inside a list are not supported as an "
                 "argument; pass a flat list or tuple."
             )
-        if isinstance(cd.dx, np.ndarray) or isinstance(cd.dx, tuple):
+        if isinstance(cd.dx, (np.ndarray, tuple)):
             full.append(cd.dx)
         else:
             full.append(zero_tangent(cd.x))
