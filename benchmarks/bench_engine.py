@@ -27,10 +27,10 @@ from collections.abc import Callable  # noqa: E402
 from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
-import rules.blas  # noqa: E402
 
 import rulekit  # noqa: E402
 import rules  # noqa: E402
+import rules.blas  # noqa: E402
 
 RNG = np.random.default_rng(0)
 

@@ -97,7 +97,7 @@ class _GradBuffers:
 
 def _gradient(x: Any, traced: Any, dx: Any, tape: Tape) -> Any:
     """The full cotangent of input `x` after the reverse pass."""
-    if type(traced) is Traced:
+    if isinstance(traced, Traced):
         return tape.rdata[traced.slot] if traced.scalar else dx
     if isinstance(x, tuple):
         dxs = (None,) * len(x) if isinstance(dx, NoFData) else dx
@@ -179,7 +179,7 @@ class ValueAndGrad:
         return ((value, aux), result) if self.has_aux else (value, result)
 
     def _value(self, out: Any, tape: Tape, fname: str) -> Any:
-        x = out.cd.x if type(out) is Traced else out
+        x = out.cd.x if isinstance(out, Traced) else out
         if not (
             isinstance(x, (float, int, np.floating, np.integer))
             or (isinstance(x, np.ndarray) and x.shape == () and x.dtype.kind in "fiu")
@@ -202,7 +202,7 @@ class ValueAndGrad:
 
     @staticmethod
     def _one(out: Any) -> Any:
-        if type(out) is not Traced:
+        if not isinstance(out, Traced):
             return _NO_R
         return type(out.cd.x)(1) if out.scalar else 1.0
 

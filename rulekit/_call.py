@@ -31,13 +31,20 @@ _NO_R = NoRData()
 _SCALARS = (float, complex, np.floating, np.complexfloating)
 
 
-Traced: Any = None  # the Traced class; set by rulekit._traced at import (no import cycle)
+# The traced-value classes, set by rulekit._traced at import (no import cycle).
+Traced: Any = None
+TracedArray: Any = None
+TracedScalar: Any = None
 
 
 def _contains_traced(seq: Any) -> bool:
     for e in seq:
         t = type(e)
-        if t is Traced or ((t is list or t is tuple) and _contains_traced(e)):
+        if (
+            t is TracedArray
+            or t is TracedScalar
+            or ((t is list or t is tuple) and _contains_traced(e))
+        ):
             return True
     return False
 
@@ -45,7 +52,7 @@ def _contains_traced(seq: Any) -> bool:
 def _arg(a: Any, tape: Tape, reads: list[int]) -> tuple[CoDual, Any]:
     """CoDual for one argument, and the slot tree of its traced scalars (None if none)."""
     t = type(a)
-    if t is Traced:
+    if t is TracedArray or t is TracedScalar:
         if a.tape is not tape:
             raise TracingError(
                 "a value traced by one rulekit trace was used inside another (nested "
@@ -117,12 +124,12 @@ def _kwargs(f: Any, kwargs: dict[str, Any], reads: list[int]) -> tuple[dict[str,
                 o = v
             if o is None:
                 continue
-            if type(o) is not Traced:
+            if not isinstance(o, Traced):
                 raise _out_error(f)
             out_t = o
             reads.append(o.slot)
             ckw[k] = (o.cd,) if tv is tuple else o.cd
-        elif tv is Traced:
+        elif tv is TracedArray or tv is TracedScalar:
             if v.scalar:
                 raise TracingError(
                     f"a traced scalar was passed as keyword argument {k}= to "
@@ -154,7 +161,7 @@ def traced_call(
     in_slots: list[tuple[int, Any]] | None = None
     for i, a in enumerate(args, 1):  # (the hot path: `_arg` inlined for the common types)
         t = type(a)
-        if t is Traced and a.tape is tape:
+        if (t is TracedArray or t is TracedScalar) and a.tape is tape:
             reads.append(a.slot)
             cd = a.cd
             if a.scalar:
@@ -212,7 +219,7 @@ def traced_call(
     if type(x) is np.ndarray and type(y.dx) is np.ndarray:  # a traced array: the common case
         slot = len(tape.rdata)
         tape.rdata.append(None)
-        result: Any = Traced(y, tape, slot, False)
+        result: Any = TracedArray(y, tape, slot, False)
         out_slot: Any = None
         writes: tuple[int, ...] = (slot,)
     else:
@@ -259,13 +266,13 @@ def wrap_output(tape: Tape, y: CoDual) -> tuple[Any, Any, tuple[int, ...]]:
     if tx is np.ndarray:
         if dx is None or type(dx) is not np.ndarray:
             return x, None, ()
-        t = Traced(y, tape, tape.new_slot(), False)
+        t = TracedArray(y, tape, tape.new_slot(), False)
         return t, None, (t.slot,)
     if isinstance(x, _SCALARS):
         if dx is None:
             return x, None, ()
         slot = tape.new_slot(type(x)(0))
-        return Traced(y, tape, slot, True), slot, (slot,)
+        return TracedScalar(y, tape, slot, True), slot, (slot,)
     if isinstance(x, (tuple, list)) and dx is not None:
         n = len(x)
         dxs = (_NO_F,) * n if isinstance(dx, NoFData) else dx

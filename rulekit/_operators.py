@@ -41,7 +41,7 @@ def _forward(ufunc: np.ufunc, name: str) -> Callable[[Any, Any], Any]:
 
     def op(self: Any, other: Any) -> Any:
         t = type(other)
-        if t in _PLAIN or t is _call.Traced:
+        if t in _PLAIN or t is _call.TracedArray or t is _call.TracedScalar:
             return _call.traced_call(self.tape, ufunc, (self, other), _NO_KW)
         return fallback(self, other)
 

@@ -56,6 +56,9 @@ def function_name(f: Any) -> str:
     owner = getattr(f, "__self__", None)
     if isinstance(owner, np.ufunc):
         return f"{_ufunc_name(owner)}.{f.__name__}"
+    if type(owner).__module__.startswith("scipy.stats"):  # scipy.stats.norm.pdf, ...
+        dist = getattr(owner, "name", None) or type(owner).__name__.removesuffix("_gen")
+        return f"scipy.stats.{dist}.{f.__name__}"
     wrapped = getattr(f, "fn", None)
     if wrapped is not None and type(f).__name__ == "Primitive":
         return function_name(wrapped)  # a rulekit.primitive wrapper: named as what it wraps

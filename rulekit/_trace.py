@@ -21,7 +21,7 @@ from rulekit._primitive import trace_state
 from rulekit._stateful import StatefulRRule
 from rulekit._tangents import NoFData, NoRData, NoTangent, zero_fdata
 from rulekit._tape import Site, Tape
-from rulekit._traced import Traced
+from rulekit._traced import Traced, TracedArray, TracedScalar
 
 __all__ = ["Tracer", "is_active_leaf"]
 
@@ -58,9 +58,9 @@ class Tracer:
         if dx is None:
             return x
         if isinstance(x, np.ndarray):
-            return Traced(CoDual(x, dx), tape, tape.new_slot(), False)
+            return TracedArray(CoDual(x, dx), tape, tape.new_slot(), False)
         if isinstance(x, _FLOAT_SCALARS):
-            return Traced(CoDual(x, _NO_F), tape, tape.new_slot(type(x)(0)), True)
+            return TracedScalar(CoDual(x, _NO_F), tape, tape.new_slot(type(x)(0)), True)
         if isinstance(x, tuple):
             dxs = (None,) * len(x) if isinstance(dx, NoFData) else dx
             vals = [
@@ -76,7 +76,7 @@ class Tracer:
 
     def input_rdata(self, traced: Any, tape: Tape) -> Any:
         """The rdata of a wrapped input after the reverse pass (scalars' cotangents)."""
-        if type(traced) is Traced:
+        if isinstance(traced, Traced):
             return tape.rdata[traced.slot] if traced.scalar else _NO_R
         if isinstance(traced, tuple):
             rs = tuple(self.input_rdata(e, tape) for e in traced)
@@ -99,7 +99,7 @@ class Tracer:
 
     def seed(self, out: Any, dy: Any, tape: Tape) -> None:
         """Add the output cotangent `dy` to the traced output `out` (same structure)."""
-        if type(out) is Traced:
+        if isinstance(out, Traced):
             if out.scalar:
                 cur = tape.rdata[out.slot]
                 tape.rdata[out.slot] = dy if cur is None else cur + dy
@@ -128,7 +128,7 @@ class Tracer:
 
 def output_codual(out: Any) -> CoDual:
     """The CoDual of a traced function's output (constants get fresh zero fdata)."""
-    if type(out) is Traced:
+    if isinstance(out, Traced):
         return out.cd
     if isinstance(out, (tuple, list)) and any(_has_traced(o) for o in out):
         parts = [output_codual(o) for o in out]
@@ -146,7 +146,7 @@ def output_codual(out: Any) -> CoDual:
 
 
 def _has_traced(x: Any) -> bool:
-    if type(x) is Traced:
+    if isinstance(x, Traced):
         return True
     if isinstance(x, (tuple, list)):
         return any(_has_traced(e) for e in x)
@@ -155,7 +155,7 @@ def _has_traced(x: Any) -> bool:
 
 def untrace(x: Any, copy: bool = True) -> Any:
     """Replace traced values by (copies of) their primals, inside containers too."""
-    if type(x) is Traced:
+    if isinstance(x, Traced):
         v = x.cd.x
         return v.copy() if copy and isinstance(v, np.ndarray) else v
     if isinstance(x, tuple):

@@ -147,27 +147,12 @@ class Traced(NDArrayOperatorsMixin):
     def flags(self) -> Any:
         return self.cd.x.flags
 
-    def __len__(self) -> int:
-        return len(self.cd.x)
-
-    def __iter__(self) -> Any:
-        for i in range(len(self.cd.x)):
-            yield self[i]
-
     def __repr__(self) -> str:
         kind = "scalar" if self.scalar else f"array{self.shape}"
         return f"Traced({kind}, dtype={self.dtype}, slot={self.slot})"
 
     def __hash__(self) -> int:
         return id(self)
-
-    # -- indexing -------------------------------------------------------------------
-
-    def __getitem__(self, idx: Any) -> Any:
-        return _call.traced_call(self.tape, operator.getitem, (self, idx), {})
-
-    def __setitem__(self, idx: Any, value: Any) -> None:
-        _call.traced_call(self.tape, operator.setitem, (self, idx, value), {})
 
     # -- methods (each routes to the numpy function with a rule) ---------------
 
@@ -249,12 +234,6 @@ class Traced(NDArrayOperatorsMixin):
     def repeat(self, *args: Any, **kwargs: Any) -> Any:
         return np.repeat(self, *args, **kwargs)
 
-    def fill(self, value: Any) -> None:
-        self[...] = value
-
-    def sort(self, axis: int = -1, **kwargs: Any) -> None:
-        self[...] = np.sort(self, axis=axis, **kwargs)
-
     # Integer-valued queries carry no derivative: answer them on the primal.
     def argmax(self, *args: Any, **kwargs: Any) -> Any:
         return np.argmax(self.cd.x, *args, **kwargs)
@@ -275,14 +254,54 @@ class Traced(NDArrayOperatorsMixin):
         return np.any(self.cd.x, *args, **kwargs)
 
 
+class TracedArray(Traced):
+    """A traced array: a `Traced` that is also a sequence (`len`, iteration, `x[i]`)."""
+
+    __slots__ = ()
+
+    def __len__(self) -> int:
+        return len(self.cd.x)
+
+    def __iter__(self) -> Any:
+        for i in range(len(self.cd.x)):
+            yield self[i]
+
+    # -- indexing -------------------------------------------------------------------
+
+    def __getitem__(self, idx: Any) -> Any:
+        return _call.traced_call(self.tape, operator.getitem, (self, idx), {})
+
+    def __setitem__(self, idx: Any, value: Any) -> None:
+        _call.traced_call(self.tape, operator.setitem, (self, idx, value), {})
+
+    def fill(self, value: Any) -> None:
+        self[...] = value
+
+    def sort(self, axis: int = -1, **kwargs: Any) -> None:
+        self[...] = np.sort(self, axis=axis, **kwargs)
+
+
+class TracedScalar(Traced):
+    """A traced scalar (a numpy or Python float): deliberately *not* a sequence.
+
+    numpy treats an object with `__getitem__` as a sequence, and turns the
+    TracingError of `plain[i] = s` into "setting an array element with a
+    sequence"; without it the TracingError reaches the user.
+    """
+
+    __slots__ = ()
+
+
 _call.Traced = Traced
+_call.TracedArray = TracedArray
+_call.TracedScalar = TracedScalar
 _operators.install(Traced)
 
 
 def _find_tape(values: Any) -> Tape | None:
     for v in values:
         t = type(v)
-        if t is Traced:
+        if t is TracedArray or t is TracedScalar:
             return v.tape
         if (t is list or t is tuple) and v:
             tape = _find_tape(v)

@@ -281,6 +281,11 @@ def det_rrule(f: CoDual, a: CoDual, *rest: CoDual, **kwargs: Any) -> tuple[CoDua
         out = CoDual(d, NO_F)
     else:
         d = _call(sl.det, o)
+        if isinstance(d, np.ndarray) and np.shares_memory(d, A):
+            # scipy returns a view of a stack of 1×1 matrices (det = the entry): d̄ is then
+            # the same view of Ā, and there is nothing to do in the pullback.
+            view = None if a.dx is None else a.dx[..., 0, 0]
+            return CoDual(d, view), lambda dy: (NO_R, NO_R, *map(rdata, rest))
         out = new_output(d)
 
     def pullback(dy: Any) -> tuple[Any, ...]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -22,3 +24,32 @@ def test_fallback_that_reenters_itself_reports_the_missing_rule() -> None:
         for r in saved:
             rulekit.registry.add(r.kind, r.f, r.patterns, r.impl, out=r.out,
                                  examples=r.examples, module=r.module)  # fmt: skip
+
+
+def test_in_place_operators_on_a_traced_scalar_rebind_it() -> None:
+    import rules  # noqa: F401  (ufunc rules)
+
+    def f(s: Any) -> Any:
+        s += 2.0
+        s *= s  # (s + 2)²
+        return s
+
+    value, g = rulekit.value_and_grad(f)(np.float64(1.5))
+    assert value == pytest.approx(3.5**2) and g == pytest.approx(2 * 3.5)
+
+
+def test_operators_with_every_operand_type() -> None:
+    import rules  # noqa: F401
+
+    c = np.arange(1.0, 4.0)
+
+    def f(x: Any) -> Any:
+        y = 2.0 * x + x * c - c / x + (x @ c) * np.float32(0.5) + 3 ** (x / 4) + abs(-x)
+        return np.sum(y * (x > 0.5))
+
+    x = np.array([0.3, 1.2, 2.0])
+    _, g = rulekit.value_and_grad(f)(x)
+    mask = x > 0.5
+    elementwise = (2 + c + c / x**2 + np.log(3) / 4 * 3 ** (x / 4) + 1) * mask
+    expect = elementwise + 0.5 * c * np.sum(mask)  # the scalar x@c reaches every element
+    np.testing.assert_allclose(g, expect, rtol=1e-12)

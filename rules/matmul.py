@@ -1,0 +1,335 @@
+"""Rules for np.matmul (and the @ operator), np.dot, np.inner, np.outer and np.vdot.
+
+    Y = A @ B  ⇒  Ā += Ȳ·Bᴴ,  B̄ += Aᴴ·Ȳ      (ᴴ = ᵀ for real arrays)
+
+with 1-D operands promoted as numpy promotes them, and broadcast batch dimensions
+summed out. inner(a, b) is a @ bᵀ, outer(a, b) is a[:, None] @ b[None, :], vdot
+conjugates its first argument (ā += conj(ȳ)·b, b̄ += ȳ·a).
+
+Same-dtype calls get `MatmulRule`/`VdotRule`, stateful rules whose outputs,
+output fdata and work buffers come from their pool: after the first call,
+forward + pullback allocate nothing. 2-D (and 1-D) operands go through
+`BlasRule.gemm_adjoint` (one beta=1 gemm per cotangent, straight into the
+fdata, C- or F-ordered without copies); batched operands through np.matmul into
+kept buffers, reduced over broadcast dimensions with `out=`. The `out=` forms
+write into `out` and restore it in the pullback (its fdata becomes zero: the
+old value was overwritten). Mixed dtypes, and np.dot/np.inner beyond 2-D, get
+plain rules that allocate (`rules._matmul_generic`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from rulekit import (
+    Array,
+    CoDual,
+    Example,
+    NoRData,
+    TracingError,
+    build_primitive_rrule,
+    example,
+)
+from rules._blas_common import BlasRule, active, cj
+from rules._matmul_generic import register_generic
+from rules._util import NO_F, NO_R
+
+__all__ = ["MatmulRule", "VdotRule"]
+
+_NAMES = {"matmul": "np.matmul", "dot": "np.dot", "inner": "np.inner", "outer": "np.outer"}
+
+
+def _promote(x: np.ndarray, first: bool) -> np.ndarray:
+    """numpy's promotion of a 1-D matmul operand: a row (first) or a column (second)."""
+    if x.ndim != 1:
+        return x
+    return x[None, :] if first else x[:, None]
+
+
+def _broadcast(s: tuple[int, ...], t: tuple[int, ...]) -> tuple[int, ...]:
+    """np.broadcast_shapes for two shapes, without its temporary arrays (ValueError if none)."""
+    n = max(len(s), len(t))
+    s, t = (1,) * (n - len(s)) + s, (1,) * (n - len(t)) + t
+    out = []
+    for i, j in zip(s, t, strict=True):
+        if i != j and i != 1 and j != 1:
+            raise ValueError(f"shapes {s} and {t} do not broadcast")
+        out.append(j if i == 1 else i)
+    return tuple(out)
+
+
+def _out_shape(a: np.ndarray, b: np.ndarray) -> tuple[int, ...] | None:
+    """np.matmul's result shape, or None when numpy would raise."""
+    if a.ndim == 0 or b.ndim == 0:
+        return None
+    A, B = _promote(a, True), _promote(b, False)
+    if A.shape[-1] != B.shape[-2]:
+        return None
+    try:
+        batch = _broadcast(A.shape[:-2], B.shape[:-2])
+    except ValueError:
+        return None
+    core = (() if a.ndim == 1 else (A.shape[-2],)) + (() if b.ndim == 1 else (B.shape[-1],))
+    return batch + core
+
+
+class MatmulRule(BlasRule):
+    """`kind(a, b)` for kind in matmul, dot, inner, outer: y = A @ B on matmul views.
+
+    Pullback (Ȳ the output cotangent; 1-D operands promoted, batch dims summed):
+        Ā += Ȳ·Bᴴ,   B̄ += Aᴴ·Ȳ;   with out=: then Ō ← 0 and out ← out_old.
+    """
+
+    def __init__(self, kind: str) -> None:
+        super().__init__()
+        self.kind = kind
+        self.name = _NAMES[kind]
+
+    def _views(self, x: Any, second: bool) -> Any:
+        """The matmul operand (or its fdata) that `kind` makes of argument x."""
+        if x is None:
+            return None
+        if self.kind == "outer":
+            return x[None, :] if second else x[:, None]
+        if self.kind == "inner" and second and x.ndim == 2:
+            return x.T
+        return x
+
+    def _forward(self, a: np.ndarray, b: np.ndarray, am: Any, bm: Any, out: np.ndarray) -> None:
+        if self.kind == "dot":
+            np.dot(a, b, out=out)
+        elif self.kind == "outer":
+            np.multiply(am, bm, out=out)
+        else:
+            np.matmul(am, bm, out=out)
+
+    def __call__(self, f: CoDual, a: CoDual, b: CoDual, **kwargs: Any) -> tuple[CoDual, Any]:
+        o = kwargs.pop("out", None)
+        if isinstance(o, tuple):
+            o = o[0]
+        if kwargs:
+            raise NotImplementedError(
+                f"{self.name}: keyword arguments {sorted(kwargs)} have no rule; call it without "
+                "them (cast the operands first for dtype=)."
+            )
+        A, B = a.x, b.x
+        am, bm = self._views(A, False), self._views(B, True)
+        shape = _out_shape(am, bm)
+        if shape is None:
+            f.x(A, B)  # numpy's own error for these shapes
+            raise ValueError(f"{self.name}: operands of shapes {A.shape}, {B.shape} do not match")
+        dt = np.result_type(A, B)
+        state: Any
+        if o is not None:
+            if not isinstance(o, CoDual):
+                o = CoDual(o, None)
+            if o.dx is None and (active(a) or active(b)):
+                raise TracingError(
+                    f"{self.name}(..., out=...) writes traced values into an untraced array; "
+                    "make the destination traced (e.g. np.zeros_like of a traced array)."
+                )
+            if np.may_share_memory(o.x, A) or np.may_share_memory(o.x, B):
+                raise NotImplementedError(
+                    f"{self.name}: out= overlapping an operand has no rule (the pullback needs "
+                    "the operands); write into a separate array."
+                )
+            state = self.save_like(o.x)
+            self._forward(A, B, am, bm, o.x)
+            y = CoDual(o.x, o.dx)
+        elif shape == ():
+            buf = self.scratch("y0", (), dt)
+            self._forward(A, B, am, bm, buf)
+            y, state = CoDual(buf[()], NO_F), None
+        else:
+            ytok, dtok = self.push(shape, dt), self.push(shape, dt)
+            dtok.buffer.fill(0)
+            self._forward(A, B, am, bm, ytok.buffer)
+            y, state = CoDual(ytok.buffer, dtok.buffer), (ytok, dtok)
+
+        def matmul_pullback(dy: Any) -> tuple[Any, ...]:
+            g = y.dx
+            if isinstance(g, np.ndarray) and (active(a) or active(b)):
+                self._adjoint(g if g.ndim else g[()], am, a, bm, b)
+            elif shape == () and (active(a) or active(b)):
+                self._adjoint(dy, am, a, bm, b)
+            if o is not None:
+                if isinstance(o.dx, np.ndarray):
+                    o.dx.fill(0)
+                self.restore_like(state[0], state[1], o.x)
+            elif state is not None:
+                self.pop(state[1])
+                self.pop(state[0])
+            return (NO_R, NO_R, NO_R)
+
+        return y, matmul_pullback
+
+    def _adjoint(self, g: Any, am: np.ndarray, a: CoDual, bm: np.ndarray, b: CoDual) -> None:
+        da = self._views(a.dx, False) if active(a) else None
+        db = self._views(b.dx, True) if active(b) else None
+        if am.ndim == 1 and bm.ndim == 1:  # y = Σ a·b: ā += ȳ·conj(b), b̄ += ȳ·conj(a)
+            if not isinstance(g, (int, float, complex, np.number)) or g == 0:
+                return
+            if da is not None:
+                self.axpy(da, g, bm, conj=True)
+            if db is not None:
+                self.axpy(db, g, am, conj=True)
+            return
+        A, B = _promote(am, True), _promote(bm, False)
+        G = g
+        if am.ndim == 1:
+            G = np.expand_dims(G, -2)
+        if bm.ndim == 1:
+            G = np.expand_dims(G, -1)
+        dA = None if da is None else _promote(da, True)
+        dB = None if db is None else _promote(db, False)
+        if A.ndim <= 2 and B.ndim <= 2:
+            self.gemm_adjoint(G, 1.0, False, A, dA, "N", B, dB, "N")
+            return
+        if dA is not None:  # Ā += Σ_batch Ȳ·Bᴴ
+            self._batched_acc(dA, G, self._adj(B, "b"), "ga")
+        if dB is not None:  # B̄ += Σ_batch Aᴴ·Ȳ
+            self._batched_acc(dB, self._adj(A, "a"), G, "gb")
+
+    def _adj(self, x: np.ndarray, name: str) -> np.ndarray:
+        """xᴴ over the last two axes: a view for real x, a kept conjugated copy for complex."""
+        if x.dtype.kind == "c":
+            buf = self.scratch("conj" + name, x.shape, x.dtype)
+            np.conjugate(x, out=buf)
+            x = buf
+        return np.swapaxes(x, -1, -2)
+
+    def _batched_acc(self, t: np.ndarray, x: np.ndarray, y: np.ndarray, name: str) -> None:
+        """T += (x @ y) summed over the batch dimensions T was broadcast along."""
+        full_shape = (*_broadcast(x.shape[:-2], y.shape[:-2]), x.shape[-2], y.shape[-1])
+        full = self.scratch(name, full_shape, t.dtype)
+        np.matmul(x, y, out=full)
+        if full_shape == t.shape:
+            np.add(t, full, out=t)
+            return
+        lead = len(full_shape) - t.ndim
+        axes = tuple(range(lead)) + tuple(
+            lead + i for i, n in enumerate(t.shape) if n == 1 and full_shape[lead + i] != 1
+        )
+        kept = tuple(1 if i in axes else n for i, n in enumerate(full_shape))
+        red = self.scratch(name + "r", kept, t.dtype)
+        np.sum(full, axis=axes, keepdims=True, out=red)
+        np.add(t, red.reshape(t.shape), out=t)
+
+
+class VdotRule(BlasRule):
+    """`np.vdot(a, b)` = Σ conj(a)·b over the flattened arrays: ā += conj(ȳ)·b, b̄ += ȳ·a."""
+
+    def __call__(self, f: CoDual, a: CoDual, b: CoDual) -> tuple[CoDual, Any]:
+        A, B = a.x, b.x
+        if A.size != B.size:
+            np.vdot(A, B)  # numpy's own error
+        if A.shape != B.shape:  # pair elements in C order, as np.vdot flattens
+            A = A.reshape(-1) if A.flags.c_contiguous else self._copy_in("a", A, "C").reshape(-1)
+            B = B.reshape(-1) if B.flags.c_contiguous else self._copy_in("b", B, "C").reshape(-1)
+        buf = self.scratch("r", (), A.dtype)
+        buf[...] = self.dot(A, B)
+        r = buf[()]  # np.float32(x) would allocate a 0-d array; reading one does not
+
+        def vdot_pullback(dy: Any) -> tuple[Any, ...]:
+            if not isinstance(dy, NoRData) and dy != 0:
+                if active(a):
+                    self.axpy(a.dx, cj(dy), self._like(b.x, a.x.shape, "pb"))
+                if active(b):
+                    self.axpy(b.dx, dy, self._like(a.x, b.x.shape, "pa"))
+            return (NO_R, NO_R, NO_R)
+
+        return CoDual(r, NO_F), vdot_pullback
+
+    def _like(self, x: np.ndarray, shape: tuple[int, ...], name: str) -> np.ndarray:
+        """x with the other operand's shape, elements paired in C order (a view if possible)."""
+        if x.shape == shape:
+            return x
+        if not x.flags.c_contiguous:
+            x = self._copy_in(name, x, "C")
+        return x.reshape(shape)
+
+
+# -- registrations ----------------------------------------------------------------------------
+
+_TYPES = (np.float32, np.float64, np.complex64, np.complex128)
+
+
+def _arr(rng: np.random.Generator, shape: Any, dt: Any, order: str = "C") -> np.ndarray:
+    x = rng.standard_normal(shape)
+    if np.dtype(dt).kind == "c":
+        x = x + 1j * rng.standard_normal(shape)
+    return np.array(x, dtype=dt, order=order)  # type: ignore[call-overload]
+
+
+def _examples(kind: str, dt: Any, nd: tuple[Any, Any], out: bool) -> list[Example]:
+    """Small examples for one registration: both memory orders for 2-D operands."""
+    rng = np.random.default_rng(sum(map(ord, f"{kind}{nd}{out}")))
+    full = dt is np.float64
+    shapes: dict[Any, list[tuple[tuple[int, ...], tuple[int, ...]]]] = {
+        (1, 1): [((4,), (4,))],
+        (1, 2): [((3,), (3, 2) if kind != "inner" else (2, 3))],
+        (2, 1): [((2, 3), (3,))],
+        (2, 2): [((3, 4), (4, 2) if kind != "inner" else (2, 4))],
+        (None, None): [((2, 3, 4), (4, 2)), ((3,), (2, 3, 2)), ((2, 1, 2, 3), (3, 3, 2))],
+    }
+    inner_dims = shapes[nd]
+    if kind == "outer":
+        inner_dims = [((3,), (4,))]
+    r = []
+    for i, (sa, sb) in enumerate(inner_dims if full else inner_dims[:1]):
+        orders = ("C", "F") if (full and len(sa) == 2 and nd == (2, 2)) else ("C",)
+        for order in orders:
+            A, B = _arr(rng, sa, dt, order), _arr(rng, sb, dt, order)
+            if out:
+                y = np.zeros_like(getattr(np, kind)(A, B)) + 0.5
+                r.append(Example((A, B), {"out": y}, name=f"{order}{i}-out"))
+            else:
+                r.append(Example((A, B), {}, name=f"{order}{i}"))
+    if full and nd == (2, 2) and not out:
+        r.append(example(_arr(rng, (1, 1), dt), _arr(rng, (1, 1), dt)))
+    return r
+
+
+def _vdot_examples(dt: Any) -> list[Example]:
+    rng = np.random.default_rng(41)
+    r = [example(_arr(rng, 5, dt), _arr(rng, 5, dt))]
+    if dt is np.float64:
+        r.append(example(_arr(rng, (2, 3), dt, "F"), _arr(rng, (2, 3), dt)))
+        r.append(example(_arr(rng, (2, 3), dt, "F"), _arr(rng, (3, 2), dt)))
+    return r
+
+
+def _register(fn: Any, kind: str, dt: Any, nd: tuple[Any, Any], out: bool) -> None:
+    pats = [Array[dt] if n is None else Array[dt, n] for n in nd]
+    out_pat = None
+    if out:  # the output's ndim: 2 for outer, the operands' ndims minus the contracted ones
+        out_nd = None if nd[0] is None else (2 if kind == "outer" else nd[0] + nd[1] - 2)
+        out_pat = Array[dt] if out_nd is None else Array[dt, out_nd]
+
+    def build(sig: Any) -> MatmulRule:
+        return MatmulRule(kind)
+
+    build.__qualname__ = f"build_{kind}_rule"
+    build_primitive_rrule.register(
+        fn, *pats, out=out_pat, examples=lambda: _examples(kind, dt, nd, out)
+    )(build)
+
+
+for _dt in _TYPES:
+    # matmul and @: the 2-D rule, and everything else (1-D, batched, broadcast)
+    for _nd in ((2, 2), (None, None)):
+        _register(np.matmul, "matmul", _dt, _nd, out=False)
+        _register(np.matmul, "matmul", _dt, _nd, out=True)
+    for _nd in ((1, 1), (1, 2), (2, 1), (2, 2)):
+        _register(np.dot, "dot", _dt, _nd, out=False)
+        _register(np.inner, "inner", _dt, _nd, out=False)
+    _register(np.dot, "dot", _dt, (2, 2), out=True)
+    _register(np.outer, "outer", _dt, (1, 1), out=False)
+    _register(np.outer, "outer", _dt, (1, 1), out=True)
+    build_primitive_rrule.register(
+        np.vdot, Array[_dt], Array[_dt], examples=lambda dt=_dt: _vdot_examples(dt)
+    )(lambda sig: VdotRule())
+
+register_generic()

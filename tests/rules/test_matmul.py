@@ -1,0 +1,235 @@
+"""rules.matmul: np.matmul / @, np.dot, np.inner, np.outer, np.vdot through the conformance kit
+(zero allocation included) for 1-D, 2-D and batched operands, with and without out=, and
+through the engine against finite differences."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from typing import Any
+
+import numpy as np
+import pytest
+from fdcheck import fd_grad
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import rulekit
+import rules
+import rules.matmul
+from rulekit import Registration, TracingError, registry
+from testutils import check_example, check_rule, count_allocations
+
+SETTINGS = settings(max_examples=30, deadline=None, derandomize=True)
+
+# The engine tests also use other bundled rules (indexing, ufuncs, shape): import them all,
+# as `import rules` does once every module is listed in rules/__init__.py.
+for _m in pkgutil.iter_modules(rules.__path__):
+    importlib.import_module(f"rules.{_m.name}")
+
+
+def _arr(rng: np.random.Generator, shape: tuple[int, ...], dt: Any, layout: str) -> np.ndarray:
+    """C- or F-ordered, or a strided view ("S") of a larger array."""
+    big = tuple(2 * n for n in shape) if layout == "S" else shape
+    x = rng.standard_normal(big)
+    if np.dtype(dt).kind == "c":
+        x = x + 1j * rng.standard_normal(big)
+    x = np.array(x, dtype=dt, order="F" if layout == "F" else "C")
+    return x[tuple(slice(None, None, 2) for _ in shape)] if layout == "S" else x
+
+
+def _cases() -> list[Any]:
+    out = []
+    for mod in ("rules.matmul", "rules._matmul_generic"):
+        for reg in registry.entries(mod):
+            exs = reg.examples() if callable(reg.examples) else reg.examples
+            name = reg.describe().split(" -> ")[0]
+            out += [pytest.param(reg, ex, id=f"{name}-{i}") for i, ex in enumerate(exs)]
+    return out
+
+
+@pytest.mark.parametrize(("reg", "ex"), _cases())
+def test_registered_examples(reg: Registration, ex: rulekit.Example) -> None:
+    report = check_example(reg.f, ex)
+    assert not report.stateful or report.allocations == 0
+
+
+# -- 2-D: 1×1 up to 256×256, C and F, float32 and float64 -----------------------------------
+
+
+@pytest.mark.parametrize("n", [1, 3, 32, 256])
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_matmul_2d_sizes(n: int, dt: Any, order: str) -> None:
+    rng = np.random.default_rng(n)
+    A, B = _arr(rng, (n, n), dt, order), _arr(rng, (n, n), dt, order)
+    report = check_rule(np.matmul, A, B)
+    assert report.stateful and report.allocations == 0
+
+
+@SETTINGS
+@given(
+    m=st.integers(1, 8),
+    k=st.integers(1, 8),
+    n=st.integers(1, 8),
+    layouts=st.tuples(st.sampled_from("CFS"), st.sampled_from("CFS")),
+    dt=st.sampled_from([np.float32, np.float64, np.complex64, np.complex128]),
+    out=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
+def test_matmul_2d_random(m: int, k: int, n: int, layouts: Any, dt: Any, out: bool, seed: int):
+    rng = np.random.default_rng(seed)
+    A, B = _arr(rng, (m, k), dt, layouts[0]), _arr(rng, (k, n), dt, layouts[1])
+    kw = {"out": _arr(rng, (m, n), dt, "C")} if out else {}
+    report = check_rule(np.matmul, A, B, kwargs=kw)
+    assert report.allocations == 0
+
+
+# -- 1-D and batched (≥ 3-D, broadcasting) --------------------------------------------------
+
+
+def _batch_shapes(draw: Any) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    m, k, n = (draw(st.integers(1, 4)) for _ in range(3))
+    nb = draw(st.integers(0, 2))
+    batch = tuple(draw(st.integers(1, 3)) for _ in range(nb))
+    ba = tuple(b if draw(st.booleans()) else 1 for b in batch)[draw(st.integers(0, nb)) :]
+    bb = tuple(b if draw(st.booleans()) else 1 for b in batch)[draw(st.integers(0, nb)) :]
+    sa = (k,) if draw(st.integers(0, 4)) == 0 else (*ba, m, k)
+    sb = (k,) if draw(st.integers(0, 4)) == 0 else (*bb, k, n)
+    return sa, sb
+
+
+@SETTINGS
+@given(
+    shapes=st.composite(lambda draw: _batch_shapes(draw))(),
+    dt=st.sampled_from([np.float32, np.float64, np.complex128]),
+    layouts=st.tuples(st.sampled_from("CFS"), st.sampled_from("CFS")),
+    out=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
+def test_matmul_batched_and_1d_random(
+    shapes: Any, dt: Any, layouts: Any, out: bool, seed: int
+) -> None:
+    rng = np.random.default_rng(seed)
+    A, B = _arr(rng, shapes[0], dt, layouts[0]), _arr(rng, shapes[1], dt, layouts[1])
+    y = np.matmul(A, B)
+    kw = {"out": _arr(rng, np.shape(y), dt, "C")} if out and np.ndim(y) else {}
+    report = check_rule(np.matmul, A, B, kwargs=kw)
+    assert report.stateful and report.allocations == 0
+
+
+@SETTINGS
+@given(
+    nd=st.tuples(st.integers(1, 2), st.integers(1, 2)),
+    fn=st.sampled_from(["dot", "inner", "outer", "vdot"]),
+    dt=st.sampled_from([np.float32, np.float64, np.complex128]),
+    layouts=st.tuples(st.sampled_from("CFS"), st.sampled_from("CFS")),
+    sizes=st.tuples(st.integers(1, 5), st.integers(1, 5), st.integers(1, 5)),
+    seed=st.integers(0, 2**16),
+)
+def test_dot_inner_outer_vdot_random(
+    nd: Any, fn: str, dt: Any, layouts: Any, sizes: Any, seed: int
+) -> None:
+    rng = np.random.default_rng(seed)
+    m, k, n = sizes
+    sa: tuple[int, ...]
+    sb: tuple[int, ...]
+    if fn == "outer":
+        sa, sb = (m,), (n,)
+    elif fn == "vdot":
+        sa, sb = ((m, k), (m, k)) if nd[0] == 2 else ((k,), (k,))
+    else:
+        sa = (k,) if nd[0] == 1 else (m, k)
+        sb = (k,) if nd[1] == 1 else ((n, k) if fn == "inner" else (k, n))
+    A, B = _arr(rng, sa, dt, layouts[0]), _arr(rng, sb, dt, layouts[1])
+    report = check_rule(getattr(np, fn), A, B)
+    assert report.stateful and report.allocations == 0
+
+
+def test_out_forms_of_dot_and_outer() -> None:
+    rng = np.random.default_rng(5)
+    A, B = _arr(rng, (3, 4), np.float64, "C"), _arr(rng, (4, 2), np.float64, "C")
+    assert check_rule(np.dot, A, B, kwargs={"out": np.ones((3, 2))}).allocations == 0
+    x, y = _arr(rng, (3,), np.float32, "S"), _arr(rng, (4,), np.float32, "C")
+    assert check_rule(np.outer, x, y, kwargs={"out": np.ones((3, 4), np.float32)}).stateful
+
+
+def test_mixed_dtypes_and_nd_dot_use_the_generic_rules() -> None:
+    rng = np.random.default_rng(6)
+    A32, B64 = _arr(rng, (2, 3), np.float32, "C"), _arr(rng, (3, 2), np.float64, "F")
+    assert not check_rule(np.matmul, A32, B64).stateful
+    A3, B3 = _arr(rng, (2, 2, 3), np.float64, "C"), _arr(rng, (4, 3, 2), np.float64, "C")
+    assert not check_rule(np.dot, A3, B3).stateful
+    assert not check_rule(np.inner, A3, _arr(rng, (2, 3), np.float64, "C")).stateful
+
+
+def test_out_overlapping_an_operand_raises() -> None:
+    def f(A: Any) -> Any:
+        B = np.zeros_like(A) + A
+        np.matmul(B, A, out=B)
+        return np.sum(B)
+
+    with pytest.raises(NotImplementedError, match="overlapping"):
+        rulekit.grad(f)(np.eye(2))
+
+
+def test_out_into_a_constant_raises() -> None:
+    plain = np.zeros((2, 2))
+    with pytest.raises(TracingError):
+        rulekit.grad(lambda A: np.sum(np.matmul(A, A, out=plain)))(np.eye(2))
+
+
+# -- through the engine -------------------------------------------------------------------------
+
+RNG = np.random.default_rng(11)
+
+
+def _check(f: Any, args: tuple[Any, ...], rtol: float = 1e-6) -> None:
+    argnums = tuple(range(len(args)))
+    value, grads = rulekit.value_and_grad(f, argnums=argnums)(*args)
+    np.testing.assert_allclose(value, f(*args), rtol=1e-12)
+    for i, g in zip(argnums, grads, strict=True):
+        np.testing.assert_allclose(g, fd_grad(f, args, i), rtol=rtol, atol=1e-8)
+
+
+def test_engine_operator_and_family() -> None:
+    def f(A: Any, B: Any, v: Any) -> Any:
+        C = A @ B  # 2-D
+        w = v @ C  # 1-D @ 2-D
+        u = np.dot(C, w[:2])  # 2-D · 1-D
+        s = np.inner(u, u) + np.vdot(v, v)  # scalars
+        P = np.outer(u, w)
+        return s + np.sum(np.sin(P)) + np.sum(np.inner(C, C))
+
+    A, B, v = RNG.normal(size=(3, 4)), RNG.normal(size=(4, 2)), RNG.normal(size=3)
+    _check(f, (A, B, v))
+
+
+def test_engine_batched_broadcast_and_out() -> None:
+    def f(X: Any, W: Any, b: Any) -> Any:
+        H = np.tanh(X @ W)  # (2, 3, 4) @ (4, 2): W broadcast over the batch
+        out = np.zeros_like(H[:, :, :1] @ b[None, :])  # a traced destination
+        np.matmul(H[:, :, :1], b[None, :], out=out)
+        Y = np.matmul(X[:, None, :, :2], H[None, :, :2, :])  # (2, 1, 3, 2) @ (1, 2, 2, 2)
+        return np.sum(out**2) + np.sum(Y)
+
+    X, W, b = RNG.normal(size=(2, 3, 4)), RNG.normal(size=(4, 2)), RNG.normal(size=3)
+    _check(f, (X, W, b))
+
+
+def test_engine_steady_state_allocates_nothing() -> None:
+    def f(A: Any, B: Any, x: Any) -> Any:
+        C = A @ B
+        D = np.matmul(C, C.T)
+        y = np.inner(D, C) @ x
+        z = np.dot(x, D)
+        return np.vdot(y, z)
+
+    A, B, x = RNG.normal(size=(5, 4)), RNG.normal(size=(4, 5)), RNG.normal(size=5)
+    vg = rulekit.value_and_grad(f, argnums=(0, 1, 2), copy=False)
+    for _ in range(3):
+        vg(A, B, x)
+    assert count_allocations(vg, A, B, x).count == 0
+    _, grads = vg(A, B, x)
+    for i, g in enumerate(grads):
+        np.testing.assert_allclose(g, fd_grad(f, (A, B, x), i), rtol=1e-6, atol=1e-8)
