@@ -1,0 +1,454 @@
+"""Allocation-free stateful rules for the hot elementwise ufuncs on real float arrays.
+
+The engine's steady state for `np.log1p(0.25 * (A @ B - 18) ** 2)`: every op's
+output and its fdata come from the rule's pool (`push`, `push_zeros`), the
+pullback is one fused pass (`rules._fused_kernels`) that accumulates into the
+input fdata and clears the output's fdata, which then returns to the pool
+clean — so no array is allocated, no fdata is zero-filled, and no temporary is
+made. The adjoints are those of the plain rules in `rules.ufuncs` /
+`rules.ufuncs_binary` (written next to each kernel loop); these registrations
+are more specific (float32/float64 arrays with Python-number or same-dtype
+scalar operands), so everything else — complex, integers, numpy-scalar inputs,
+keyword arguments — still dispatches to the plain rules.
+
+Layouts: C- and F-contiguous operands go straight to the kernels; other layouts
+and broadcasting take an allocation-free numpy path through scratch buffers.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Union
+
+import numpy as np
+
+import rulekit
+from rulekit import Array, CoDual, NoRData, StatefulRRule
+from rules._fused_kernels import (
+    BINARY,
+    SCALAR,
+    UNARY,
+    binary_pullback,
+    scalar_pullback,
+    unary_pullback,
+)
+from rules._util import NO_F, NO_R
+
+__all__ = ["FusedBinary", "FusedUnary"]
+
+_nd = np.ndarray
+_REAL = (np.dtype(np.float64), np.dtype(np.float32))
+#: float32/float64 arrays: the operands these rules are registered for
+RealArray = Union[Array[np.float64], Array[np.float32]]
+#: a Python number (numpy keeps the array's dtype) or a float64 scalar
+Number = Union[float, int]
+
+
+def _flat(a: np.ndarray) -> np.ndarray:
+    """A 1-D view of a C- or F-contiguous array in memory order (no copy)."""
+    return a.reshape(-1, order="C" if a.flags.c_contiguous else "F")
+
+
+class _Pair:
+    """A pooled output and its fdata (zero whenever it is in the pool), with flat views."""
+
+    __slots__ = ("flat_g", "flat_y", "g", "y")
+
+    def __init__(self, like: np.ndarray, shape: tuple[int, ...], dtype: np.dtype) -> None:
+        # numpy's layout: F order for an F-ordered (not C-ordered) operand, else C order
+        fortran = (
+            like is not None
+            and like.ndim > 1
+            and like.flags.f_contiguous
+            and not like.flags.c_contiguous
+        )
+        order: Any = "F" if fortran else "C"
+        self.y = np.empty(shape, dtype, order=order)
+        self.g = np.zeros(shape, dtype, order=order)
+        self.flat_y, self.flat_g = _flat(self.y), _flat(self.g)
+
+
+class _Pooled(StatefulRRule):
+    """Outputs and fdata from a per-shape pool of pairs, owned by each call's pullback.
+
+    Lighter than the base class's stack: a pair is taken in the forward pass, held by
+    the pullback's closure and put back, its fdata zero, by the pullback. Interleaved
+    calls hold different pairs; a forward pass whose pullback never runs just never
+    returns its pair (nothing leaks: the closure owns it); a second call of the same
+    pullback raises.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._pairs: dict[Any, list[_Pair]] = {}
+
+    def _take(self, like: Any, shape: tuple[int, ...], dtype: np.dtype) -> tuple[_Pair, Any]:  # type: ignore[override]
+        key = (shape, like.strides if like is not None else None, dtype.char)
+        free = self._pairs.get(key)
+        if free is None:
+            free = self._pairs[key] = []
+        pair = free.pop() if free else _Pair(like, shape, dtype)
+        return pair, free
+
+    def _accumulate(self, dx: np.ndarray, contrib: Any) -> None:
+        """dx += contrib (contrib in output shape), reduced over broadcast axes, no alloc."""
+        if contrib.shape == dx.shape:
+            np.add(dx, contrib, out=dx)
+            return
+        lead = contrib.ndim - dx.ndim
+        axes = tuple(range(lead)) + tuple(
+            lead + i for i, n in enumerate(dx.shape) if n == 1 and contrib.shape[lead + i] != 1
+        )
+        kept = tuple(1 if i in axes else n for i, n in enumerate(contrib.shape))
+        red = self.scratch(f"reduce{kept}", kept, contrib.dtype)  # one per operand shape
+        np.sum(contrib, axis=axes, keepdims=True, out=red)
+        np.add(dx, red.reshape(dx.shape), out=dx)
+
+    def _scalar0(self, c: Any, dtype: np.dtype) -> np.ndarray:
+        """A 0-d operand holding `c` (a Python number as an operand would allocate one)."""
+        s = self.scratch(f"scalar{dtype.char}", (), dtype)
+        s.fill(c)
+        return s
+
+
+def _twice() -> RuntimeError:
+    return RuntimeError("a fused ufunc rule's pullback was called twice")
+
+
+class FusedUnary(_Pooled):
+    """`y = uf(x)` for a float32/float64 array x; x̄ += f'(x)·ȳ in one fused pass."""
+
+    def __init__(self, uf: np.ufunc, fallback: Any) -> None:
+        super().__init__()
+        self.uf, self.op, self.fallback = uf, UNARY[uf.__name__], fallback
+
+    def __call__(self, f: CoDual, x: CoDual, **kw: Any) -> tuple[CoDual, Any]:
+        X = x.x
+        if kw or X.dtype not in _REAL:
+            return self.fallback(f, x, **kw)
+        if X.ndim == 0:
+            return self._scalar(x)
+        pair, free = self._take(X, X.shape, X.dtype)
+        y = pair.y
+        self.uf(X, out=y)
+        state = [pair]
+
+        def fused_unary_pullback(dy: Any) -> tuple[Any, Any]:
+            if not state:
+                raise _twice()
+            dx = x.dx
+            if dx is None:
+                unary_pullback(self.op, pair.flat_y, pair.flat_y, pair.flat_g, pair.flat_g, False)
+            elif X.strides == y.strides == dx.strides:  # one contiguous layout: flat views line up
+                unary_pullback(self.op, _flat(X), pair.flat_y, pair.flat_g, _flat(dx), True)
+            else:  # another layout: through contiguous scratch copies
+                xs, d = self.scratch("x", y.shape, y.dtype), self.scratch("dx", y.shape, y.dtype)
+                np.copyto(xs, X)
+                d.fill(0)
+                unary_pullback(
+                    self.op, xs.reshape(-1), y.reshape(-1), pair.g.reshape(-1), d.reshape(-1), True
+                )
+                np.add(dx, d, out=dx)
+            state.clear()
+            free.append(pair)
+            return NO_R, NO_R
+
+        return CoDual(y, pair.g), fused_unary_pullback
+
+    def _scalar(self, x: CoDual) -> tuple[CoDual, Any]:
+        """A 0-d array in gives a numpy scalar out, as numpy does; its cotangent is `dy`."""
+        X1 = x.x.reshape(1)
+        pair, free = self._take(None, (1,), x.x.dtype)
+        self.uf(X1, out=pair.y)
+
+        def fused_scalar_pullback(dy: Any) -> tuple[Any, Any]:
+            if x.dx is not None and not isinstance(dy, NoRData):
+                pair.g.fill(dy)
+                unary_pullback(self.op, X1, pair.y, pair.g, x.dx.reshape(1), True)
+            free.append(pair)
+            return NO_R, NO_R
+
+        return CoDual(pair.y[0], NO_F), fused_scalar_pullback
+
+
+class FusedBinary(_Pooled):
+    """`y = uf(a, b)` for float32/float64 arrays and Python-number (or same-dtype) scalars."""
+
+    def __init__(self, uf: np.ufunc, fallback: Any) -> None:
+        super().__init__()
+        self.uf, self.fallback = uf, fallback
+        name = uf.__name__
+        self.op_scalar = SCALAR.get(name)
+        self.op_rscalar = SCALAR.get("r" + name, SCALAR.get(name))  # c ∘ x
+        if name == "power":
+            self.op_rscalar = None  # cᵡ: the plain rule
+        self.op_array = BINARY.get(name)
+
+    def __call__(self, f: CoDual, a: CoDual, b: CoDual, **kw: Any) -> tuple[CoDual, Any]:
+        A, B = a.x, b.x
+        if not kw:
+            if type(A) is _nd and A.dtype in _REAL and A.ndim:
+                if type(B) is _nd:
+                    if B.dtype == A.dtype and B.ndim and self.op_array is not None:
+                        return self._arrays(a, b)
+                elif self.op_scalar is not None and _weak(B, A.dtype):
+                    return self._with_scalar(a, b, self.op_scalar, True)
+            elif (
+                type(B) is _nd and B.dtype in _REAL and B.ndim and _weak(A, B.dtype)
+                and self.op_rscalar is not None
+            ):  # fmt: skip
+                return self._with_scalar(b, a, self.op_rscalar, False)
+        return self.fallback(f, a, b, **kw)
+
+    def _with_scalar(self, x: CoDual, c: CoDual, op: int, x_first: bool) -> tuple[CoDual, Any]:
+        X, C = x.x, c.x
+        pair, free = self._take(X, X.shape, X.dtype)
+        y = pair.y
+        if op == _POWER and C == 2:
+            np.square(X, out=y)  # numpy's own fast path for x**2 (the same values)
+        else:
+            c0 = self._scalar0(C, X.dtype)
+            if x_first:
+                self.uf(X, c0, out=y)
+            else:
+                self.uf(c0, X, out=y)
+        state = [pair]
+
+        def fused_scalar_pullback(dy: Any) -> tuple[Any, ...]:
+            if not state:
+                raise _twice()
+            dx = x.dx
+            want_c = c.dx is not None
+            if X.strides == y.strides and (dx is None or dx.strides == y.strides):
+                fx = _flat(X)
+                dc = scalar_pullback(
+                    op,
+                    fx,
+                    float(C),
+                    pair.flat_y,
+                    pair.flat_g,
+                    pair.flat_y if dx is None else _flat(dx),
+                    dx is not None,
+                    want_c,
+                )
+            else:  # another layout: through contiguous scratch copies
+                xs, d = self.scratch("x", y.shape, y.dtype), self.scratch("dx", y.shape, y.dtype)
+                np.copyto(xs, X)
+                d.fill(0)
+                dc = scalar_pullback(
+                    op,
+                    xs.reshape(-1),
+                    float(C),
+                    y.reshape(-1),
+                    pair.g.reshape(-1),
+                    d.reshape(-1),
+                    dx is not None,
+                    want_c,
+                )
+                if dx is not None:
+                    np.add(dx, d, out=dx)
+            state.clear()
+            free.append(pair)
+            rc = type(C)(dc) if want_c and isinstance(C, (float, np.floating)) else NO_R
+            return (NO_R, NO_R, rc) if x_first else (NO_R, rc, NO_R)
+
+        return CoDual(y, pair.g), fused_scalar_pullback
+
+    def _arrays(self, a: CoDual, b: CoDual) -> tuple[CoDual, Any]:
+        A, B = a.x, b.x
+        if A.shape == B.shape:
+            pair, free = self._take(A, A.shape, A.dtype)
+        else:
+            shape = _broadcast_shape(A.shape, B.shape)
+            like = A if A.shape == shape else B if B.shape == shape else None
+            pair, free = self._take(like, shape, A.dtype)
+        y, g = pair.y, pair.g
+        self.uf(A, B, out=y)
+        op = self.op_array
+        state = [pair]
+
+        def fused_binary_pullback(dy: Any) -> tuple[Any, Any, Any]:
+            if not state:
+                raise _twice()
+            da, db = a.dx, b.dx
+            s = y.strides
+            if (
+                A.strides == s
+                and B.strides == s
+                and A.shape == B.shape
+                and (da is None or da.strides == s)
+                and (db is None or db.strides == s)
+            ):
+                fy = pair.flat_y
+                binary_pullback(
+                    op,
+                    _flat(A),
+                    _flat(B),
+                    fy,
+                    pair.flat_g,
+                    fy if da is None else _flat(da),
+                    fy if db is None else _flat(db),
+                    da is not None,
+                    db is not None,
+                )
+            else:
+                self._broadcast_pullback(A, B, y, g, da, db)
+                g.fill(0)
+            state.clear()
+            free.append(pair)
+            return NO_R, NO_R, NO_R
+
+        return CoDual(y, g), fused_binary_pullback
+
+    def _broadcast_pullback(self, A: Any, B: Any, y: Any, g: Any, da: Any, db: Any) -> None:
+        """The same adjoints through numpy and scratch buffers (broadcasting, odd layouts)."""
+        name = self.uf.__name__
+        t = self.scratch("t", y.shape, y.dtype)
+        if da is not None:
+            if name in ("add", "subtract"):
+                self._accumulate(da, g)
+            elif name == "multiply":  # ā += b·ȳ
+                self._accumulate(da, np.multiply(g, B, out=t))
+            else:  # divide: ā += ȳ/b
+                self._accumulate(da, np.divide(g, B, out=t))
+        if db is not None:
+            if name == "add":
+                self._accumulate(db, g)
+            elif name == "subtract":  # b̄ += −ȳ
+                self._accumulate(db, np.negative(g, out=t))
+            elif name == "multiply":  # b̄ += a·ȳ
+                self._accumulate(db, np.multiply(g, A, out=t))
+            else:  # divide: b̄ += −ȳ·y/b
+                np.divide(g, B, out=t)
+                np.multiply(t, y, out=t)
+                self._accumulate(db, np.negative(t, out=t))
+
+
+_POWER = SCALAR["power"]
+
+
+def _broadcast_shape(s: tuple[int, ...], t: tuple[int, ...]) -> tuple[int, ...]:
+    """np.broadcast_shapes for two shapes (which allocates 0-d arrays to find out)."""
+    n = max(len(s), len(t))
+    s, t = (1,) * (n - len(s)) + s, (1,) * (n - len(t)) + t
+    out = []
+    for a, b in zip(s, t, strict=True):
+        if a != b and a != 1 and b != 1:
+            raise ValueError(f"operands could not be broadcast together with shapes {s} {t}")
+        out.append(b if a == 1 else a)
+    return tuple(out)
+
+
+def _weak(c: Any, dtype: np.dtype) -> bool:
+    """A scalar numpy combines with a `dtype` array without changing the dtype."""
+    t = type(c)
+    return t is float or t is int or (isinstance(c, np.floating) and c.dtype == dtype)
+
+
+# -- registration: more specific than the plain rules, which remain the fallback ----------------
+
+
+def _plain_rule(uf: np.ufunc, *keys: Any) -> Any:
+    """The plain rule `rules.ufuncs*` registered for these argument types (the fallback)."""
+    from rulekit._registry import Signature, registry
+
+    return registry.lookup(Signature(uf, keys)).impl
+
+
+def _examples_unary(domain: str) -> Any:
+    from rules._ufunc_common import DOMAINS
+
+    def examples() -> list[rulekit.Example]:
+        r = np.random.default_rng(len(domain))
+        d = DOMAINS[domain]
+        return [
+            rulekit.example(d(r, (3, 4))),
+            rulekit.example(d(r, (5,)).astype(np.float32)),
+            rulekit.example(np.asfortranarray(d(r, (4, 3)))),
+            rulekit.example(d(r, (4, 6))[:, ::2]),  # a strided view
+            rulekit.example(np.array(d(r, ()))),  # 0-d: numpy returns a scalar
+        ]
+
+    return examples
+
+
+def _examples_binary(name: str) -> Any:
+    def examples() -> list[rulekit.Example]:
+        r = np.random.default_rng(len(name))
+        pos = lambda *s: r.uniform(0.5, 2.0, size=s)  # noqa: E731  (divisors, bases of powers)
+        return [
+            rulekit.example(r.normal(size=(3, 4)), pos(3, 4)),
+            rulekit.example(r.normal(size=(2, 3)).astype(np.float32), pos(3).astype(np.float32)),
+            rulekit.example(r.normal(size=(3, 1)), pos(1, 4)),
+            rulekit.example(np.asfortranarray(r.normal(size=(3, 2))), pos(3, 2)),
+        ]
+
+    return examples
+
+
+def _examples_scalar(name: str, first: bool, ints: bool = False) -> Any:
+    def examples() -> list[rulekit.Example]:
+        r = np.random.default_rng(len(name) + first)
+        x = r.uniform(0.5, 2.0, size=(3, 4))  # positive: bases of powers, divisors
+        if ints:
+            calls: list[tuple[Any, Any]] = [(x, 3), (x.astype(np.float32)[::2], -2), (x, 2)]
+        else:
+            calls = [
+                (x, 1.7),
+                (x.astype(np.float32), 2.5),
+                (np.asfortranarray(x), -0.5),
+                (x[:, ::2], np.float64(0.8)),
+            ]
+            if name == "power":
+                calls.append((x, 2.0))  # numpy's x² fast path
+        return [rulekit.example(*(c if first else c[::-1])) for c in calls]
+
+    return examples
+
+
+_UNARY_DOMAINS = {
+    "negative": "any",
+    "square": "any",
+    "sqrt": "pos",
+    "exp": "any",
+    "expm1": "any",
+    "log": "pos",
+    "log1p": "pos",
+    "log2": "pos",
+    "log10": "pos",
+    "sin": "any",
+    "cos": "any",
+    "tan": "unit",
+    "tanh": "any",
+    "sinh": "any",
+    "cosh": "any",
+    "arctan": "any",
+    "reciprocal": "nonzero",
+    "absolute": "nonzero",
+}
+
+
+def _register() -> None:
+    f64 = (np.float64, 2)
+    for name, domain in _UNARY_DOMAINS.items():
+        uf = getattr(np, name)
+        plain = _plain_rule(uf, f64)
+        rulekit.build_primitive_rrule.register(uf, RealArray, examples=_examples_unary(domain))(
+            lambda sig, uf=uf, plain=plain: FusedUnary(uf, plain)
+        )
+    for name in ("add", "subtract", "multiply", "divide", "power"):
+        uf = getattr(np, name)
+        plain = _plain_rule(uf, f64, f64)
+
+        def build(sig: Any, uf: np.ufunc = uf, plain: Any = plain) -> FusedBinary:
+            return FusedBinary(uf, plain)
+
+        reg = rulekit.build_primitive_rrule.register
+        if name != "power":  # (aᵇ for two arrays, and cᵡ, stay with the plain rule)
+            reg(uf, RealArray, RealArray, examples=_examples_binary(name))(build)
+            reg(uf, float, RealArray, examples=_examples_scalar(name, False))(build)
+            reg(uf, int, RealArray, examples=_examples_scalar(name, False, ints=True))(build)
+        reg(uf, RealArray, float, examples=_examples_scalar(name, True))(build)
+        reg(uf, RealArray, int, examples=_examples_scalar(name, True, ints=True))(build)
+
+
+_register()
