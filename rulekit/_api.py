@@ -77,8 +77,9 @@ class _GradBuffers:
 
     def fdata(self, x: Any, key: Any) -> Any:
         if isinstance(x, np.ndarray):
-            if not self.reuse:
-                return np.zeros_like(x)
+            if not self.reuse:  # (np.zeros, not zeros_like: x is contiguous, and it is faster)
+                fortran = x.ndim > 1 and not x.flags.c_contiguous
+                return np.zeros(x.shape, x.dtype, order="F" if fortran else "C")
             buf = self.cache.get(key)
             if buf is None or buf.shape != x.shape or buf.dtype != x.dtype:
                 buf = self.cache[key] = np.zeros_like(x)
@@ -97,6 +98,8 @@ class _GradBuffers:
 
 def _gradient(x: Any, traced: Any, dx: Any, tape: Tape) -> Any:
     """The full cotangent of input `x` after the reverse pass."""
+    if type(x) is np.ndarray:
+        return dx
     if isinstance(traced, Traced):
         return tape.rdata[traced.slot] if traced.scalar else dx
     if isinstance(x, tuple):
@@ -146,13 +149,19 @@ class ValueAndGrad:
         self.tracer = Tracer(f)
         self.buffers = _GradBuffers(reuse=not copy)
         self._value_buf: np.ndarray | None = None
+        self._nums: dict[int, tuple[int, ...]] = {}  # argnums, normalised per number of args
         self.__wrapped__ = f
+        self._fname = getattr(f, "__name__", repr(f))
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        fname = getattr(self.f, "__name__", repr(self.f))
-        nums = _argnums(self.argnums, len(args), fname)
+        fname = self._fname
+        nums = self._nums.get(len(args))
+        if nums is None:
+            nums = self._nums[len(args)] = _argnums(self.argnums, len(args), fname)
         for i in nums:
-            _check_differentiable(args[i], f"argument {i} of {fname}")
+            x = args[i]
+            if not (type(x) is np.ndarray and x.dtype.kind in "fc"):  # (the common case)
+                _check_differentiable(x, f"argument {i} of {fname}")
         tape = Tape(self.tracer.sites)
         targs = list(args)
         prims: dict[int, Any] = {}

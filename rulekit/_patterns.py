@@ -68,7 +68,8 @@ class ArrayPattern:
         return f"Array[np.{self.dtype.__name__}{nd}]"
 
 
-Array = ArrayPattern()
+#: (typed Any: patterns are values, used as in `Union[Array[np.float64], float]`)
+Array: Any = ArrayPattern()
 
 
 @dataclass(frozen=True)

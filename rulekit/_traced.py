@@ -33,7 +33,9 @@ def _leak(what: str) -> TracingError:
         "extension, writing it into an untraced array `plain[i] = x`) or to a Python number "
         "(float(), int(), .item()). Keep the computation in numpy functions that have rules, "
         "wrap the callable with rulekit.primitive and register a rule for it, or make the "
-        "destination traced (e.g. `buf = np.zeros_like(x)`)."
+        "destination traced (e.g. `buf = np.zeros_like(x)`). To build an array from traced "
+        "values use np.stack([a, b]) (not np.array([a, b])); to fill one with a traced value "
+        "use np.full_like(x, v) or v * np.ones(shape) (not np.full(shape, v))."
     )
 
 

@@ -27,7 +27,7 @@ from rulekit import CoDual, NoFData
 from rules._shape_util import add_into, no_pullback, seq_rdata, unbroadcast_to
 from rules._util import NO_R, scalar_rdata
 
-__all__ = ["Bound", "Seq", "active", "as_array", "give", "inactive", "primals"]
+__all__ = ["Bound", "Seq", "active", "as_array", "binder", "give", "inactive", "primals"]
 
 #: A list or tuple argument (np.asarray stacks its elements).
 Seq = Union[list, tuple]

@@ -39,17 +39,16 @@ SCALAR = {
 BINARY = {name: code for code, name in enumerate(["add", "subtract", "multiply", "divide"])}
 
 _LN2, _LN10 = math.log(2.0), math.log(10.0)
-_OPTS = {"cache": True, "nogil": True, "error_model": "numpy"}
 
 
-@numba.njit(**_OPTS)
-def _zero(g):  # type: ignore[no-untyped-def]
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def _zero(g):
     for i in range(g.size):
         g[i] = 0
 
 
-@numba.njit(**_OPTS)
-def unary_pullback(op, x, y, g, dx, want):  # type: ignore[no-untyped-def]
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def unary_pullback(op, x, y, g, dx, want):
     """y = f(x):  x̄ += f'(x)·ȳ (if `want`), ȳ ← 0."""
     n = x.size
     if not want:
@@ -132,8 +131,8 @@ def unary_pullback(op, x, y, g, dx, want):  # type: ignore[no-untyped-def]
             g[i] = 0
 
 
-@numba.njit(**_OPTS)
-def scalar_pullback(op, x, c, y, g, dx, want_x, want_c):  # type: ignore[no-untyped-def]
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def scalar_pullback(op, x, c, y, g, dx, want_x, want_c):
     """y = x ∘ c (x an array, c a scalar): x̄ += ∂y/∂x·ȳ, returns c̄ = Σ ∂y/∂c·ȳ; ȳ ← 0.
 
     The c̄ sums run first (they only read ȳ); the x̄ loops then clear ȳ. Every loop is
@@ -201,8 +200,8 @@ def scalar_pullback(op, x, c, y, g, dx, want_x, want_c):  # type: ignore[no-unty
     return dc
 
 
-@numba.njit(**_OPTS)
-def binary_pullback(op, a, b, y, g, da, db, want_a, want_b):  # type: ignore[no-untyped-def]
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def binary_pullback(op, a, b, y, g, da, db, want_a, want_b):
     """y = a ∘ b (arrays of one shape): ā += ∂y/∂a·ȳ, b̄ += ∂y/∂b·ȳ; ȳ ← 0 (branch-free loops)."""
     n = a.size
     if want_b:

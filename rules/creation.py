@@ -59,7 +59,7 @@ class LikeRule(StatefulRRule):
                 total = self.scratch("sum", (), dy.dtype)  # a 0-d out=: np.sum allocates none
                 np.sum(dy, out=total)
                 rv = scalar_rdata(value.x, total[()])
-            if ytok is not None:
+            if ytok is not None and dytok is not None:
                 self.pop(dytok)
                 self.pop(ytok)
             return (NO_R, NO_R, rv, *nulls[3:]) if value is not None else nulls

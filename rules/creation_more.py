@@ -38,7 +38,9 @@ def _x(*shape: int, seed: int = 0, dtype: Any = np.float64) -> np.ndarray:
 _bind_linspace = binder(np.linspace)
 
 
-def linspace_rrule(f: CoDual, start: CoDual, stop: CoDual, *args: CoDual, **kwargs: Any):
+def linspace_rrule(
+    f: CoDual, start: CoDual, stop: CoDual, *args: CoDual, **kwargs: Any
+) -> tuple[CoDual, Any]:
     """y = linspace(s, e, num, endpoint, retstep, dtype, axis): yᵢ = s + tᵢ(e − s), tᵢ = i/div
     (div = num − 1 with the endpoint, else num)  ⇒  s̄ += Σ(1 − tᵢ)ȳᵢ, ē += Σ tᵢȳᵢ; the step
     (e − s)/div of retstep=True adds ∓ step̄/div (div = 0: numpy's step is nan, a constant)."""

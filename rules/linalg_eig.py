@@ -46,18 +46,17 @@ __all__ = ["eig_rrule", "eigvals_rrule"]
 
 def _distinct(seed: int, n: int, batch: tuple[int, ...] = (), cplx: bool = False,
               real_spectrum: bool = True) -> np.ndarray:  # fmt: skip
-    """A (non-normal) matrix with well-separated eigenvalues and a well-conditioned V."""
+    """V diag(λ) V⁻¹ with λ = 3, 6, …, 3n (or λ₀ ± 1.5i for the first two) and V a perturbed
+    rotation: non-normal, well-separated eigenvalues, a well-conditioned V."""
     rng = np.random.default_rng(seed)
-    V = rng.normal(size=(*batch, n, n)) + 2 * np.eye(n)
+    Z = rng.normal(size=(*batch, n, n))
     if cplx:
-        V = V + 1j * rng.normal(size=(*batch, n, n))
-    lam = np.arange(1.0, n + 1)
-    A = (V * lam[..., None, :]) @ np.linalg.inv(V)
+        Z = Z + 1j * rng.normal(size=(*batch, n, n))
+    V = np.linalg.qr(Z)[0] + 0.25 * rng.normal(size=(*batch, n, n))
+    D = np.zeros((n, n), dtype=V.dtype) + np.diag(3.0 * np.arange(1.0, n + 1))
     if not real_spectrum and n >= 2:  # a rotation block: a complex-conjugate pair
-        R = np.zeros((n, n))
-        R[:2, :2] = [[0.0, -1.5], [1.5, 0.0]]
-        A = A + V @ R @ np.linalg.inv(V)
-    return A
+        D[:2, :2] = [[3.0, -1.5], [1.5, 3.0]]
+    return V @ D @ np.linalg.inv(V)
 
 
 def _check_basis(V: np.ndarray, what: str) -> None:

@@ -224,7 +224,9 @@ def _as3(v: np.ndarray) -> np.ndarray:
     return np.concatenate([v, np.zeros((*v.shape[:-1], 1), v.dtype)], axis=-1)
 
 
-def cross_rrule(f: CoDual, a: CoDual, b: CoDual, *args: CoDual, **kwargs: Any):
+def cross_rrule(
+    f: CoDual, a: CoDual, b: CoDual, *args: CoDual, **kwargs: Any
+) -> tuple[CoDual, Any]:
     """y = a × b (vectors along axisa/axisb, result along axisc; `axis` sets all three)
     ⇒  ā += conj(b) × ȳ,  b̄ += ȳ × conj(a). Two 2-vectors give the z component only."""
     bd = _bind_cross((a, b, *args), kwargs)

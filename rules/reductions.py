@@ -38,7 +38,7 @@ from rules._reduce import (
     reject_traced_scalars,
     where_mask,
 )
-from rules._util import scalar_rdata
+from rules._util import NO_F, NO_R, scalar_rdata
 
 __all__ = ["cumulative_rrule", "mean_rrule", "prod_rrule", "sum_rrule"]
 
@@ -80,6 +80,8 @@ def sum_rrule(f: CoDual, x: CoDual, *args: CoDual, **kwargs: Any) -> tuple[CoDua
     nansum: NaNs count as 0, so NaN positions get a zero cotangent.
     """
     fn = f.x
+    if not args and not kwargs and fn is np.sum and x.x.dtype.kind == "f":
+        return _sum_all(x)  # the common `np.sum(x)`: no options to bind
     y = fn(x.x, *[a.x for a in args], **kwargs)
     out = output(y)
     none = nulls(args)
@@ -108,6 +110,21 @@ def sum_rrule(f: CoDual, x: CoDual, *args: CoDual, **kwargs: Any) -> tuple[CoDua
         return (*none[:6], scalar_rdata(dinit.x, cotangent(out, dy)), *none[7:])  # initial̄ = Σȳ
 
     return out, sum_pullback
+
+
+_NULLS_1 = (NO_R, NO_R)
+
+
+def _sum_all(x: CoDual) -> tuple[CoDual, Any]:
+    """y = Σ x (a real array, no options) ⇒ x̄ += ȳ everywhere."""
+    y = np.sum(x.x)
+
+    def sum_all_pullback(dy: Any) -> tuple[Any, ...]:
+        if x.dx is not None:
+            x.dx += dy
+        return _NULLS_1
+
+    return CoDual(y, NO_F), sum_all_pullback
 
 
 def _mean_examples() -> list[Example]:

@@ -60,7 +60,9 @@ def _differentiable(y: Any) -> bool:
 _bind_append = binder(np.append)
 
 
-def append_rrule(f: CoDual, arr: CoDual, values: CoDual, *args: CoDual, **kwargs: Any):
+def append_rrule(
+    f: CoDual, arr: CoDual, values: CoDual, *args: CoDual, **kwargs: Any
+) -> tuple[CoDual, Any]:
     """y = append(a, v, axis): axis None ⇒ ā += ȳ[:a.size] (reshaped), v̄ += ȳ[a.size:];
     else ā += ȳ[..., :a.shape[axis], ...], v̄ += the rest (along `axis`)."""
     b = _bind_append((arr, values, *args), kwargs)
@@ -289,7 +291,7 @@ rrule.register(np.partition, INEXACT, Vararg[Any], examples=_partition_examples)
 # -- real_if_close: the input itself, or a view of its real part ------------------------------
 
 
-def real_if_close_rrule(f: CoDual, a: CoDual, *args: CoDual, **kwargs: Any):
+def real_if_close_rrule(f: CoDual, a: CoDual, *args: CoDual, **kwargs: Any) -> tuple[CoDual, Any]:
     """y = real_if_close(x): x itself (real, or imaginary parts not negligible): fdata x̄;
     else y = Re x, a view whose fdata is Re x̄ (a view of the complex fdata): x̄ += ȳ."""
     p = primals(args, kwargs)

@@ -16,6 +16,7 @@ combination of the rule is then compared against it.
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -87,6 +88,7 @@ class Reference:
     ybar: Any = field(default_factory=NoTangent)
     fd: dict[int, FDTerm] = field(default_factory=dict)
     wide: bool = False
+    casts_complex: bool = False  # the primal itself drops imaginary parts (a complex → real cast)
     #: outputs that alias an argument but carry their own fdata: read-only views whose
     #: elements share memory (np.broadcast_to), where a shared fdata could not accumulate
     own_fdata: frozenset[tuple[Any, ...]] = frozenset()
@@ -100,7 +102,11 @@ class Reference:
     def build(cls, call: Call, seed: int, fd: bool = True) -> Reference:
         ref = cls(call, np.random.default_rng(seed))
         values = call.fresh()
-        ref.y = call.primal(values)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", np.exceptions.ComplexWarning)
+            ref.y = call.primal(values)
+        ref.casts_complex = any(issubclass(w.category, np.exceptions.ComplexWarning)
+                                for w in caught)  # fmt: skip
         ref.post = values
         ref.mutated = frozenset(
             i for i, v in enumerate(values) if not same_value(v, call.values[i])
@@ -176,8 +182,15 @@ class Reference:
             for h in steps:
                 h_eff = h * scale
                 try:
-                    rhs, bound, size = self._rhs(base, j, h_eff)
-                except (ArithmeticError, ValueError, np.linalg.LinAlgError):
+                    with warnings.catch_warnings():
+                        # A step may leave the primal's domain into complex values that
+                        # numpy casts back to real: that step is skipped, as one that raises
+                        # (unless the primal casts complex to real at the point itself).
+                        action = "ignore" if self.casts_complex else "error"
+                        warnings.simplefilter(action, np.exceptions.ComplexWarning)
+                        rhs, bound, size = self._rhs(base, j, h_eff)
+                except (ArithmeticError, ValueError, np.exceptions.ComplexWarning,
+                        np.linalg.LinAlgError):  # fmt: skip
                     continue
                 if math.isfinite(rhs):
                     term.values.append(rhs)

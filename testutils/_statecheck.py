@@ -111,7 +111,9 @@ def _perturbed(call: Call, seed: int) -> list[Any] | None:
             if isinstance(v, np.ndarray) and v.dtype.kind in "fc":
                 out = clone(v)
                 out.flags.writeable = True
-                out *= np.asarray(1 + size * rng.uniform(-1, 1, v.shape), v.real.dtype)
+                parts = (out.real, out.imag) if v.dtype.kind == "c" else (out,)
+                for part in parts:  # (part by part: inf·0 would make a complex inf nan)
+                    part *= np.asarray(1 + size * rng.uniform(-1, 1, v.shape), v.real.dtype)
                 out.flags.writeable = v.flags.writeable
                 return out
             if isinstance(v, (float, np.floating)) and not isinstance(v, bool):

@@ -99,9 +99,16 @@ def arrays(
 
 def scalars(cls: type, elements: tuple[float, float] = (-2.0, 2.0)) -> st.SearchStrategy[Any]:
     """Values of a scalar class: float, complex, int, bool, numpy scalar types."""
-    abstract = {np.floating: np.float64, np.complexfloating: np.complex128,
-                np.inexact: np.float64, np.number: np.float64, np.integer: np.int64,
-                np.signedinteger: np.int64, np.unsignedinteger: np.uint64, np.generic: np.float64}
+    abstract = {
+        np.floating: np.float64,
+        np.complexfloating: np.complex128,
+        np.inexact: np.float64,
+        np.number: np.float64,
+        np.integer: np.int64,
+        np.signedinteger: np.int64,
+        np.unsignedinteger: np.uint64,
+        np.generic: np.float64,
+    }
     cls = abstract.get(cls, cls)  # fmt: skip
     if issubclass(cls, (bool, np.bool_)):
         return st.booleans().map(cls)

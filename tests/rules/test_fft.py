@@ -114,8 +114,8 @@ def test_nd_random(fn: Any, shape: list[int], data: Any, seed: int, norm: Any) -
 def test_shifts_random(shape: list[int], data: Any, seed: int) -> None:
     x = rand(seed, tuple(shape), data.draw(st.sampled_from([np.float64, np.complex64])))
     nd = x.ndim
-    axes = data.draw(st.one_of(st.none(), st.integers(-nd, nd - 1),
-                               st.lists(st.integers(0, nd - 1), min_size=1, max_size=nd)))  # fmt: skip
+    some = st.lists(st.integers(0, nd - 1), min_size=1, max_size=nd)
+    axes = data.draw(st.one_of(st.none(), st.integers(-nd, nd - 1), some))
     for fn in (np.fft.fftshift, np.fft.ifftshift):
         check_rule(fn, x, kwargs={"axes": axes})
 
@@ -166,7 +166,15 @@ def shifted(x: Any) -> Any:
     return np.sum(np.abs(back)) + np.sum(np.real(np.fft.ifftn(x, s=(4, 4), axes=(1, 0))))
 
 
-@pytest.mark.parametrize("f", [power_spectrum, filtering, shifted])
+def with_out(x: Any) -> Any:
+    buf = np.zeros_like(x, dtype=np.complex128)
+    np.fft.fft(x, axis=0, out=buf)  # the engine's generic out= (a recorded copy)
+    buf *= 2.0
+    back = np.fft.ifft(buf, out=buf)  # out= aliasing the input
+    return np.sum(np.abs(buf) ** 2) + np.sum(np.real(back) ** 3)
+
+
+@pytest.mark.parametrize("f", [power_spectrum, filtering, shifted, with_out])
 def test_engine_gradients(f: Any) -> None:
     x = rand(3, (6, 6))
     value, grad = rulekit.value_and_grad(f)(x.copy())

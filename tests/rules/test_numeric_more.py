@@ -149,6 +149,15 @@ def test_nan_to_num_random(shape: Any, data: Any, seed: int, dtype: Any) -> None
 # -- by hand ------------------------------------------------------------------------------------
 
 
+def test_nan_to_num_scalars() -> None:
+    for v in (np.float64(2.5), np.float64(np.nan), 1.5, np.float32(-np.inf)):
+        check_rule(np.nan_to_num, v)
+    check_rule(np.nan_to_num, np.float64(np.inf), True, 0.0, np.float64(4.0))
+    # a 0-d array with copy=False: overwritten in place, and a (new) scalar returned
+    check_rule(np.nan_to_num, np.array(np.nan), False, np.float64(1.5))
+    check_rule(np.nan_to_num, np.array(2.0), False)
+
+
 def test_nan_to_num_complex_with_infinite_parts() -> None:
     """(The kit's perturbation of complex inf parts would warn: checked by hand.)"""
     z = np.array([1 + 2j, complex(np.inf, 1.0), complex(2.0, -np.inf), complex(np.nan, np.nan)])

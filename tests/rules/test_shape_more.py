@@ -126,7 +126,9 @@ def test_partition_random(shape: Any, data: Any, seed: int, dtype: Any) -> None:
     x = rand(seed, shape, dtype)
     axis = data.draw(st.sampled_from([None, *range(-len(shape), len(shape))]))
     n = x.size if axis is None else shape[axis]
-    kth = data.draw(st.one_of(st.integers(-n, n - 1), st.lists(st.integers(0, n - 1), min_size=1, max_size=3)))
+    kth = data.draw(
+        st.one_of(st.integers(-n, n - 1), st.lists(st.integers(0, n - 1), min_size=1, max_size=3))
+    )
     check_rule(np.partition, x, kth, kwargs={"axis": axis})
 
 
