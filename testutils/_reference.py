@@ -186,8 +186,10 @@ class Reference:
                         # A step may leave the primal's domain into complex values that
                         # numpy casts back to real: that step is skipped, as one that raises
                         # (unless the primal casts complex to real at the point itself).
-                        action = "ignore" if self.casts_complex else "error"
-                        warnings.simplefilter(action, np.exceptions.ComplexWarning)
+                        if self.casts_complex:
+                            warnings.simplefilter("ignore", np.exceptions.ComplexWarning)
+                        else:
+                            warnings.simplefilter("error", np.exceptions.ComplexWarning)
                         rhs, bound, size = self._rhs(base, j, h_eff)
                 except (ArithmeticError, ValueError, np.exceptions.ComplexWarning,
                         np.linalg.LinAlgError):  # fmt: skip
