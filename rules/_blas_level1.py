@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from rulekit import CoDual, NoRData
-from rules._blas_common import active, active_scalar, cj, scalar_rdata_or_none
+from rules._blas_common import active, active_scalar, cj
 from rules._blas_routine import Bound, Routine, f2py_inplace, vec_view
 from rules._util import NO_F
 
@@ -71,7 +71,7 @@ class DotRule(_Vectors):
                         self.axpy(dxs, dy, ys, conj=True)
                 if active(y):
                     self.axpy(self.sub(y.dx, offs["y"], n, "y"), dy, xs, conj=not conj_x)
-            return bd.rdata({})
+            return bd.rdata()
 
         return CoDual(r, NO_F), dot_pullback
 
@@ -92,7 +92,7 @@ class Nrm2Rule(_Vectors):
         def nrm2_pullback(dy: Any) -> tuple[Any, ...]:
             if active(x) and not isinstance(dy, NoRData) and r != 0:
                 self.axpy(self.sub(x.dx, offs["x"], n, "x"), float(np.real(dy)) / r, xs)
-            return bd.rdata({})
+            return bd.rdata()
 
         return CoDual(r, NO_F), nrm2_pullback
 
@@ -134,7 +134,7 @@ class ScalRule(_Vectors):
                 elif active(x):
                     self.add_subset(x.dx, g, sub, cj(al))
             self.end_output(state, x, inplace)
-            return bd.rdata({"a": scalar_rdata_or_none(a, abar)})
+            return bd.rdata(a=abar)
 
         return out, scal_pullback
 
@@ -175,6 +175,6 @@ class AxpyRule(_Vectors):
                 if not inplace and active(y):
                     self.axpy(y.dx, 1.0, g)
             self.end_output(state, y, inplace)
-            return bd.rdata({"a": scalar_rdata_or_none(a, abar)})
+            return bd.rdata(a=abar)
 
         return out, axpy_pullback

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from rulekit import CoDual
-from rules._blas_common import active, active_scalar, cj, scalar_rdata_or_none
+from rules._blas_common import active, active_scalar, cj
 from rules._blas_routine import Routine, f2py_inplace, op_of, vec_view
 
 __all__ = ["GemvRule", "GerRule"]
@@ -87,11 +87,7 @@ class GemvRule(Routine):
                 elif active(y):
                     self.add_subset(y.dx, g, ysub, cj(be))
             self.end_output(state, y, inplace)
-            r = {
-                "alpha": scalar_rdata_or_none(alpha, abar),
-                "beta": scalar_rdata_or_none(beta, bbar),
-            }
-            return bd.rdata(r)
+            return bd.rdata(alpha=abar, beta=bbar)
 
         return out, gemv_pullback
 
@@ -147,6 +143,6 @@ class GerRule(Routine):
                 if not inplace and active(a):
                     self.axpy(a.dx, 1.0, g)
             self.end_output(state, a, inplace)
-            return bd.rdata({"alpha": scalar_rdata_or_none(alpha, abar)})
+            return bd.rdata(alpha=abar)
 
         return out, ger_pullback

@@ -18,7 +18,7 @@ import numpy as np
 from scipy.linalg import get_blas_funcs
 
 from rulekit import CoDual
-from rules._blas_common import ADJ, TR, active, active_scalar, cj, scalar_rdata_or_none
+from rules._blas_common import ADJ, TR, active, active_scalar, cj
 from rules._blas_routine import Routine, f2py_inplace, op_of
 
 __all__ = ["GemmRule", "SyrkRule", "TriRule"]
@@ -83,11 +83,7 @@ class GemmRule(Routine):
                 elif active(c):
                     self.axpy(c.dx, cj(be), g)
             self.end_output(state, c, inplace)
-            r = {
-                "alpha": scalar_rdata_or_none(alpha, abar),
-                "beta": scalar_rdata_or_none(beta, bbar),
-            }
-            return bd.rdata(r)
+            return bd.rdata(alpha=abar, beta=bbar)
 
         return out, gemm_pullback
 
@@ -156,11 +152,7 @@ class SyrkRule(Routine):
                     np.multiply(z, cbe, out=z, where=mask)
                     self.axpy(c.dx, 1.0, z)
             self.end_output(state, c, inplace)
-            r = {
-                "alpha": scalar_rdata_or_none(alpha, abar),
-                "beta": scalar_rdata_or_none(beta, bbar),
-            }
-            return bd.rdata(r)
+            return bd.rdata(alpha=abar, beta=bbar)
 
         return out, syrk_pullback
 
@@ -281,7 +273,7 @@ class TriRule(Routine):
                 elif active(b):
                     self.axpy(b.dx, cj(al), z)
             self.end_output(state, b, inplace)
-            return bd.rdata({"alpha": scalar_rdata_or_none(alpha, abar)})
+            return bd.rdata(alpha=abar)
 
         return out, tri_pullback
 

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from rulekit import CoDual, TracingError
-from rules._blas_common import BlasRule, kernels
+from rules._blas_common import BlasRule, kernels, scalar_rdata_or_none
 from rules._util import NO_R
 
 __all__ = ["Bound", "Routine", "f2py_inplace", "f2py_params", "op_of", "vec_view"]
@@ -104,11 +104,13 @@ class Bound:
         v = self.vals.get(name, default)
         return v.x if isinstance(v, CoDual) else v
 
-    def rdata(self, scalars: dict[str, Any]) -> tuple[Any, ...]:
+    def rdata(self, **cotangents: Any) -> tuple[Any, ...]:
         """The pullback's return: NO_R for the function and each positional argument,
-        except the scalar cotangents in `scalars` (name → rdata)."""
+        except the scalar arguments named here (`alpha=ᾱ`), which get their cotangent's
+        rdata when they are active."""
         out = [NO_R] * (self.npos + 1)
-        for name, r in scalars.items():
+        for name, g in cotangents.items():
+            r = scalar_rdata_or_none(self.cd(name), g)
             if r is not None:
                 i = self.names.index(name)
                 if i < self.npos:

@@ -28,6 +28,7 @@ __all__ = [
     "differentiable",
     "expand",
     "flag",
+    "forward",
     "kept_shape",
     "lane_count",
     "nulls",
@@ -62,6 +63,35 @@ def bind(names: Sequence[str], args: Sequence[CoDual], kwargs: dict[str, Any]) -
             "out=, or pass out= by keyword to traced code."
         )
     return o
+
+
+def forward(
+    f: CoDual,
+    x: CoDual,
+    args: Sequence[CoDual],
+    kwargs: dict[str, Any],
+    names: Sequence[str],
+    allowed: tuple[str, ...] = (),
+    call_kwargs: dict[str, Any] | None = None,
+) -> tuple[Any, CoDual, tuple[Any, ...], dict[str, Any] | None]:
+    """The forward pass the reduction rules share: numpy's `y = f(x, *args, **kwargs)`.
+
+    Returns `(y, out, none, o)`: numpy's result, its CoDual (`output`), the
+    all-NoRData rdata (`nulls`) and the bound options (`bind`, `names` being the
+    function's parameters after `x`), with options other than `allowed` refused
+    as traced numbers (`reject_traced_scalars`). `o` is None when `y` carries no
+    cotangent (an integer `dtype=`): the rule then returns `out, lambda dy: none`.
+    `call_kwargs` replaces `kwargs` in the call (a traced keyword array unwrapped).
+    """
+    fn = f.x
+    y = fn(x.x, *[a.x for a in args], **(kwargs if call_kwargs is None else call_kwargs))
+    out = output(y)
+    none = nulls(args)
+    if not differentiable(y):
+        return y, out, none, None
+    o = bind(names, args, kwargs)
+    reject_traced_scalars(f"np.{fn.__name__}", names, args, allowed)
+    return y, out, none, o
 
 
 def reject_traced_scalars(

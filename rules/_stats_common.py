@@ -8,7 +8,7 @@ See docs/conventions-stats.md for which arguments are differentiable and the con
 from __future__ import annotations
 
 import inspect
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Union
 
 import numpy as np
@@ -86,6 +86,14 @@ class Signature:
         ba = self._sig.bind(*args, **kwargs)
         ba.apply_defaults()
         return dict(ba.arguments)
+
+    def call(
+        self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[dict[str, Any], dict[str, Any], Any]:
+        """Bind a call and run scipy's `fn` on its primals: `(bound, primal values, result)`."""
+        b = self.bind(args, kwargs)
+        v = primal_values(b)
+        return b, v, fn(*(a.x for a in args), **{k: v[k] for k in kwargs})
 
     def positional(self, args: tuple[Any, ...]) -> tuple[str, ...]:
         """The parameter names of the positional arguments of a call."""

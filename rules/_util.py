@@ -27,8 +27,10 @@ __all__ = [
     "Real",
     "accumulate",
     "fdata",
+    "is_inexact_array",
     "new_output",
     "primal",
+    "randn",
     "scalar_rdata",
     "unbroadcast",
 ]
@@ -50,6 +52,11 @@ def primal(v: Any) -> Any:
 def fdata(v: Any) -> Any:
     """The fdata of an active CoDual, else None (inactive, or a plain keyword value)."""
     return v.dx if isinstance(v, CoDual) else None
+
+
+def is_inexact_array(y: Any) -> bool:
+    """Whether `y` is a float or complex ndarray (an output that carries fdata)."""
+    return isinstance(y, np.ndarray) and y.dtype.kind in "fc"
 
 
 def new_output(y: Any) -> CoDual:
@@ -102,3 +109,14 @@ def scalar_rdata(x: Any, g: Any) -> Any:
     if not isinstance(x, (complex, np.complexfloating)):
         total = np.real(total)
     return type(x)(total)
+
+
+def randn(*shape: int, seed: int = 0, dtype: Any = np.float64) -> np.ndarray:
+    """Seeded standard-normal data of `shape` and `dtype` for the rules' call examples.
+
+    A complex `dtype` draws the imaginary parts from `seed + 1`.
+    """
+    x = np.asarray(np.random.default_rng(seed).normal(size=shape))
+    if np.dtype(dtype).kind == "c":
+        x = x + 1j * np.random.default_rng(seed + 1).normal(size=shape)
+    return np.asarray(x, dtype=dtype)

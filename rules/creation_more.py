@@ -21,16 +21,11 @@ from rulekit import CoDual, Vararg, example, rrule
 from rules._arraylike import binder, give, inactive, primals
 from rules._linalg_common import elem_cot
 from rules._ufunc_common import Numeric
-from rules._util import new_output
+from rules._util import new_output, randn
 
 __all__ = ["linspace_rrule"]
 
 ArrayLike = Union[Numeric, list, tuple]
-
-
-def _x(*shape: int, seed: int = 0, dtype: Any = np.float64) -> np.ndarray:
-    x = np.asarray(np.random.default_rng(seed).normal(size=shape))
-    return np.asarray(x, dtype=dtype)
 
 
 # -- linspace ---------------------------------------------------------------------------------
@@ -75,8 +70,8 @@ def linspace_rrule(
 def _linspace_examples() -> list[Any]:
     return [
         example(np.float64(-1.0), np.float64(2.0), 5),
-        example(_x(2), _x(3, 1, seed=1), 4, endpoint=False, axis=-1),
-        example(0.5, _x(2, dtype=np.float32), 3, retstep=True),
+        example(randn(2), randn(3, 1, seed=1), 4, endpoint=False, axis=-1),
+        example(0.5, randn(2, dtype=np.float32), 3, retstep=True),
         example(np.complex128(1 + 2j), 3.0, 4, True, True, np.complex64),
     ]
 

@@ -22,14 +22,11 @@ import numpy as np
 import rulekit
 from rulekit import Array, CoDual, Example, Vararg, example
 from rules._reduce import (
-    bind,
     cotangent,
     expand,
-    nulls,
+    forward,
     option,
-    output,
     plan,
-    reject_traced_scalars,
     where_mask,
 )
 
@@ -92,16 +89,13 @@ def _register(fn: Any) -> None:
 
 def extremum_rrule(f: CoDual, x: CoDual, *args: CoDual, **kwargs: Any) -> tuple[CoDual, Any]:
     """y = max (or min) of x over `axis` ⇒ x̄ += w·ȳ, w = 1/#ties on the elements equal to y."""
-    fn = f.x
-    y = fn(x.x, *[a.x for a in args], **kwargs)
-    out = output(y)
-    none = nulls(args)
-    o = bind(_NAMES, args, kwargs)
-    reject_traced_scalars(f"np.{fn.__name__}", _NAMES, args)
+    y, out, none, o = forward(f, x, args, kwargs, _NAMES)
+    if o is None:
+        return out, lambda dy: none
     axes, kshape = plan(o.get("axis"), x.x.shape)
     where = where_mask(o)
     initial = option(o, "initial")
-    skip_nan = fn in _NAN_SKIPPING
+    skip_nan = f.x in _NAN_SKIPPING
 
     def extremum_pullback(dy: Any) -> tuple[Any, ...]:
         if x.dx is not None:

@@ -37,20 +37,13 @@ import numpy as np
 from rulekit import Array, CoDual, Vararg, example, rrule
 from rules._arraylike import binder, inactive, primals
 from rules._shape_util import add_into
+from rules._util import randn
 
 __all__ = ["fft_rrule", "fftshift_rrule"]
 
-_rng = np.random.default_rng
 _DUAL = {None: "forward", "backward": "forward", "ortho": "ortho", "forward": "backward"}
 
 C2C, R2C, C2R = "c2c", "r2c", "c2r"
-
-
-def _x(*shape: int, seed: int = 0, dtype: Any = np.float64) -> np.ndarray:
-    x = np.asarray(_rng(seed).normal(size=shape))
-    if np.dtype(dtype).kind == "c":
-        x = x + 1j * _rng(seed + 1).normal(size=shape)
-    return np.asarray(x, dtype=dtype)
 
 
 # -- the 1-D steps of each transform -----------------------------------------------------------
@@ -196,27 +189,27 @@ def fft_rrule(f: CoDual, a: CoDual, *args: CoDual, **kwargs: Any) -> tuple[CoDua
 
 def _fft_examples() -> list[Any]:
     return [
-        example(_x(5, dtype=np.complex128)),
-        example(_x(2, 4), 6, 0, "ortho"),
-        example(_x(3, 5, dtype=np.complex64), n=3, norm="forward"),
-        example(_x(4, 2, dtype=np.float32), axis=0, norm="backward"),
+        example(randn(5, dtype=np.complex128)),
+        example(randn(2, 4), 6, 0, "ortho"),
+        example(randn(3, 5, dtype=np.complex64), n=3, norm="forward"),
+        example(randn(4, 2, dtype=np.float32), axis=0, norm="backward"),
     ]
 
 
 def _rfft_examples() -> list[Any]:
     return [
-        example(_x(6)),
-        example(_x(3, 5, dtype=np.float32), 4, 0, "ortho"),
-        example(_x(2, 7), n=9, norm="forward"),
+        example(randn(6)),
+        example(randn(3, 5, dtype=np.float32), 4, 0, "ortho"),
+        example(randn(2, 7), n=9, norm="forward"),
     ]
 
 
 def _irfft_examples() -> list[Any]:
     return [
-        example(_x(4, dtype=np.complex128)),
-        example(_x(3, 4, dtype=np.complex64), 5, 0, "ortho"),
-        example(_x(2, 5, dtype=np.complex128), n=6, norm="forward"),
-        example(_x(2, 3), 3),
+        example(randn(4, dtype=np.complex128)),
+        example(randn(3, 4, dtype=np.complex64), 5, 0, "ortho"),
+        example(randn(2, 5, dtype=np.complex128), n=6, norm="forward"),
+        example(randn(2, 3), 3),
     ]
 
 
@@ -226,10 +219,10 @@ def _fftn_examples(two: bool, real_in: bool) -> Callable[[], list[Any]]:
         dt32 = np.float32 if real_in else np.complex64
         axes = (0, 1) if two else (2, 0)
         return [
-            example(_x(3, 4, dtype=dt)),
-            example(_x(2, 3, 4, dtype=dt32), (4, 5), axes, "ortho"),
-            example(_x(3, 4, 2, dtype=dt), s=(2, 6), axes=(1, 0), norm="forward"),
-            example(_x(2, 5, dtype=dt), None, (1, 0) if two else (1,)),
+            example(randn(3, 4, dtype=dt)),
+            example(randn(2, 3, 4, dtype=dt32), (4, 5), axes, "ortho"),
+            example(randn(3, 4, 2, dtype=dt), s=(2, 6), axes=(1, 0), norm="forward"),
+            example(randn(2, 5, dtype=dt), None, (1, 0) if two else (1,)),
         ]
 
     return examples
@@ -239,10 +232,10 @@ def _irfftn_examples(two: bool) -> Callable[[], list[Any]]:
     def examples() -> list[Any]:
         axes = (0, 1) if two else (2, 0)
         return [
-            example(_x(3, 4, dtype=np.complex128)),
-            example(_x(2, 3, 4, dtype=np.complex64), (4, 5), axes, "ortho"),
-            example(_x(3, 4, 2, dtype=np.complex128), s=(3, 5), axes=(0, 1), norm="forward"),
-            example(_x(2, 3), (2, 4), (1, 0) if two else (0, 1)),
+            example(randn(3, 4, dtype=np.complex128)),
+            example(randn(2, 3, 4, dtype=np.complex64), (4, 5), axes, "ortho"),
+            example(randn(3, 4, 2, dtype=np.complex128), s=(3, 5), axes=(0, 1), norm="forward"),
+            example(randn(2, 3), (2, 4), (1, 0) if two else (0, 1)),
         ]
 
     return examples
@@ -291,10 +284,10 @@ def fftshift_rrule(f: CoDual, x: CoDual, *args: CoDual, **kwargs: Any) -> tuple[
 
 def _shift_examples() -> list[Any]:
     return [
-        example(_x(5)),
-        example(_x(3, 4, dtype=np.complex64), (1,)),
-        example(_x(2, 3, 5, dtype=np.float32), axes=-1),
-        example(_x(4, 3), [0, 1]),
+        example(randn(5)),
+        example(randn(3, 4, dtype=np.complex64), (1,)),
+        example(randn(2, 3, 5, dtype=np.float32), axes=-1),
+        example(randn(4, 3), [0, 1]),
     ]
 
 

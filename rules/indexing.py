@@ -49,7 +49,7 @@ from rules._shape_util import (
     nulls,
     view_index,
 )
-from rules._util import NO_F, NO_R, scalar_rdata
+from rules._util import NO_F, NO_R, randn, scalar_rdata
 
 __all__ = [
     "SetitemRule",
@@ -59,7 +59,6 @@ __all__ = [
     "setitem_advanced_rrule",
 ]
 
-_rng = np.random.default_rng
 _NULL3 = nulls(3)
 _no_pb3 = no_pullback(3)
 _REAL = (float, int, np.floating, np.integer)
@@ -72,13 +71,6 @@ def _same(v: Any) -> Any:
 
 
 _NULL4 = nulls(4)
-
-
-def _x(*shape: int, seed: int = 0, dtype: Any = np.float64) -> np.ndarray:
-    x = np.asarray(_rng(seed).normal(size=shape))
-    if np.dtype(dtype).kind == "c":
-        x = x + 1j * _rng(seed + 1).normal(size=shape)
-    return np.asarray(x, dtype=dtype)
 
 
 # -- x[idx] ---------------------------------------------------------------------------------
@@ -118,12 +110,12 @@ def getitem_rrule(f: CoDual, x: CoDual, idx: CoDual) -> tuple[CoDual, Any]:
 
 
 def _getitem_examples() -> list[Any]:
-    x = _x(3, 4)
+    x = randn(3, 4)
     return [
         example(x, (slice(1, None), slice(None, None, 2))),  # basic: a view
-        example(_x(4, dtype=np.float32), 2),  # a scalar
+        example(randn(4, dtype=np.float32), 2),  # a scalar
         example(x, ([0, 2, 2], slice(None))),  # integer arrays, repeated rows
-        example(_x(3, 4, dtype=np.complex128), (np.array([True, False, True]), slice(1, 3))),
+        example(randn(3, 4, dtype=np.complex128), (np.array([True, False, True]), slice(1, 3))),
     ]
 
 
@@ -302,29 +294,31 @@ class SetitemTupleRule:
 
 def _setitem_basic_examples() -> list[Any]:
     return [
-        example(_x(3, 4), slice(1, 3), _x(2, 4, seed=1)),  # rows, an array
-        example(_x(4, dtype=np.float32), 1, np.float32(2.5)),  # one element, a scalar
-        example(_x(3, 4, dtype=np.complex128), slice(None), _x(4, seed=3)),  # a real row
-        example(_x(2, 3), Ellipsis, 1.5),  # everything, a Python float
+        example(randn(3, 4), slice(1, 3), randn(2, 4, seed=1)),  # rows, an array
+        example(randn(4, dtype=np.float32), 1, np.float32(2.5)),  # one element, a scalar
+        example(randn(3, 4, dtype=np.complex128), slice(None), randn(4, seed=3)),  # a real row
+        example(randn(2, 3), Ellipsis, 1.5),  # everything, a Python float
     ]
 
 
 def _setitem_tuple_examples() -> list[Any]:
-    x = _x(3, 4)
+    x = randn(3, 4)
     return [
-        example(x, (slice(None), slice(1, 3)), _x(3, 2, seed=1)),  # basic
-        example(_x(2, 3), (Ellipsis, None, 0), _x(1, 1, seed=4)),  # broadcast v
-        example(x, ([0, 2, 0], 1), _x(3, seed=2)),  # integer arrays, a repeated target
+        example(x, (slice(None), slice(1, 3)), randn(3, 2, seed=1)),  # basic
+        example(randn(2, 3), (Ellipsis, None, 0), randn(1, 1, seed=4)),  # broadcast v
+        example(x, ([0, 2, 0], 1), randn(3, seed=2)),  # integer arrays, a repeated target
         example(x, (x[:, 0] > 0, slice(None, 2)), 2.0),  # a boolean mask and a slice
     ]
 
 
 def _setitem_advanced_examples() -> list[Any]:
-    x = _x(3, 4)
+    x = randn(3, 4)
     return [
         example(x, x > 0.2, 1.5),  # a boolean mask, a Python float
-        example(_x(5, dtype=np.float32), np.array([4, 0, 4]), _x(3, seed=1, dtype=np.float32)),
-        example(x, [2, 0], _x(4, seed=2)),  # a list: rows, v broadcast
+        example(
+            randn(5, dtype=np.float32), np.array([4, 0, 4]), randn(3, seed=1, dtype=np.float32)
+        ),
+        example(x, [2, 0], randn(4, seed=2)),  # a list: rows, v broadcast
     ]
 
 
@@ -342,7 +336,7 @@ rrule.register(operator.setitem, INEXACT, Any, Any, examples=_setitem_advanced_e
 
 
 def _setitem_bool_examples() -> list[Any]:
-    return [example(_x(3), True, _x(1, 3, seed=1)), example(_x(2, 2), False, 1.5)]
+    return [example(randn(3), True, randn(1, 3, seed=1)), example(randn(2, 2), False, 1.5)]
 
 
 # `x[True] = v` adds an axis (advanced indexing); a bool would otherwise match `int`.
@@ -377,14 +371,14 @@ def scatter_at_rrule(f: CoDual, x: CoDual, idx: CoDual, v: CoDual) -> tuple[CoDu
 
 def _add_at_examples() -> list[Any]:
     return [
-        example(_x(5), np.array([0, 1, 1, 4]), _x(4, seed=1)),  # repeated index
-        example(_x(3, 2, dtype=np.float32), ([0, 0], slice(None)), np.float32(0.5)),
-        example(_x(2, 3), (slice(None), [2, 2]), _x(2, 1, seed=2)),  # a broadcast v
+        example(randn(5), np.array([0, 1, 1, 4]), randn(4, seed=1)),  # repeated index
+        example(randn(3, 2, dtype=np.float32), ([0, 0], slice(None)), np.float32(0.5)),
+        example(randn(2, 3), (slice(None), [2, 2]), randn(2, 1, seed=2)),  # a broadcast v
     ]
 
 
 def _subtract_at_examples() -> list[Any]:
-    return [example(_x(4), [1, 1, 3], _x(3, seed=1))]
+    return [example(randn(4), [1, 1, 3], randn(3, seed=1))]
 
 
 for _fn, _ex in ((np.add.at, _add_at_examples), (np.subtract.at, _subtract_at_examples)):

@@ -19,13 +19,14 @@ element (or a constant), so every adjoint gathers ȳ back:
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 
 from rulekit import CoDual, Vararg, example, rrule
+from rules._arraylike import Seq, inactive
 from rules._shape_util import INEXACT, add_into, no_pullback, nulls, seq_fdata, seq_rdata
-from rules._util import NO_R, new_output
+from rules._util import NO_R, is_inexact_array, new_output, randn
 
 __all__ = [
     "concatenate_rrule",
@@ -35,24 +36,6 @@ __all__ = [
     "split_rrule",
     "tile_rrule",
 ]
-
-Seq = Union[list, tuple]
-_rng = np.random.default_rng
-
-
-def _x(*shape: int, seed: int = 0, dtype: Any = np.float64) -> np.ndarray:
-    x = np.asarray(_rng(seed).normal(size=shape))
-    if np.dtype(dtype).kind == "c":
-        x = x + 1j * _rng(seed + 1).normal(size=shape)
-    return np.asarray(x, dtype=dtype)
-
-
-def _inactive(y: Any, n: int) -> tuple[CoDual, Any]:
-    return CoDual(y, None), no_pullback(n)
-
-
-def _differentiable(y: Any) -> bool:
-    return isinstance(y, np.ndarray) and y.dtype.kind in "fc"
 
 
 # -- concatenate, stack, hstack, vstack ----------------------------------------------------
@@ -69,8 +52,8 @@ def concatenate_rrule(f: CoDual, seq: CoDual, *args: CoDual, **kwargs: Any) -> t
     xs, _ = seq_fdata(seq)
     y = fn(xs, *a, **kwargs)
     n = 2 + len(args)
-    if seq.dx is None or not _differentiable(y):
-        return _inactive(y, n)
+    if seq.dx is None or not is_inexact_array(y):
+        return inactive(y, n)
     out = new_output(y)
     result = nulls(n)
     if fn is np.concatenate or fn is np.stack:
@@ -114,17 +97,17 @@ def _along(fn: Callable[..., Any], shape: tuple[int, ...], ax: int) -> int:
 
 
 def _concatenate_examples() -> list[Any]:
-    a, b = _x(2, 3), _x(1, 3, seed=1)
+    a, b = randn(2, 3), randn(1, 3, seed=1)
     return [
         example([a, b]),
-        example((a, _x(2, 2, seed=2, dtype=np.float32)), axis=1),
+        example((a, randn(2, 2, seed=2, dtype=np.float32)), axis=1),
         example([a, b], axis=None),
         example([a, b.astype(np.complex128)], 0),
     ]
 
 
 def _stack_examples() -> list[Any]:
-    a, b = _x(2, 3), _x(2, 3, seed=1)
+    a, b = randn(2, 3), randn(2, 3, seed=1)
     return [
         example([a, b]),
         example((a, b.astype(np.float32)), axis=-1),
@@ -134,17 +117,17 @@ def _stack_examples() -> list[Any]:
 
 def _hstack_examples() -> list[Any]:
     return [
-        example([_x(3), _x(2, seed=1)]),
-        example((_x(2, 1), _x(2, 3, seed=1, dtype=np.float32))),
-        example([_x(), 1.5, _x(2, seed=1)]),
+        example([randn(3), randn(2, seed=1)]),
+        example((randn(2, 1), randn(2, 3, seed=1, dtype=np.float32))),
+        example([randn(), 1.5, randn(2, seed=1)]),
     ]
 
 
 def _vstack_examples() -> list[Any]:
     return [
-        example([_x(3), _x(2, 3, seed=1)]),
-        example((_x(1, 2, dtype=np.float32), _x(2, seed=1))),
-        example([_x(), np.float64(2.5)]),
+        example([randn(3), randn(2, 3, seed=1)]),
+        example((randn(1, 2, dtype=np.float32), randn(2, seed=1))),
+        example([randn(), np.float64(2.5)]),
     ]
 
 
@@ -167,20 +150,20 @@ def split_rrule(f: CoDual, x: CoDual, *args: CoDual, **kwargs: Any) -> tuple[CoD
     ys = fn(x.x, *a, **kwargs)
     n = 2 + len(args)
     if x.dx is None:
-        return _inactive(ys, n)
+        return inactive(ys, n)
     return CoDual(ys, fn(x.dx, *a, **kwargs)), no_pullback(n)
 
 
 def _split_examples() -> list[Any]:
     return [
-        example(_x(6), 3),
-        example(_x(2, 5, dtype=np.float32), [1, 3], axis=1),
-        example(_x(4, 2, dtype=np.complex128), [2]),
+        example(randn(6), 3),
+        example(randn(2, 5, dtype=np.float32), [1, 3], axis=1),
+        example(randn(4, 2, dtype=np.complex128), [2]),
     ]
 
 
 def _array_split_examples() -> list[Any]:
-    return [example(_x(7), 3), example(_x(3, 5, dtype=np.float32), 2, 1)]
+    return [example(randn(7), 3), example(randn(3, 5, dtype=np.float32), 2, 1)]
 
 
 rrule.register(np.split, INEXACT, Any, Vararg[Any], examples=_split_examples)(split_rrule)
@@ -199,7 +182,7 @@ def _copy_rule(
     y = f.x(x.x, *(c.x for c in args), **kwargs)
     n = 2 + len(args)
     if x.dx is None:
-        return _inactive(y, n)
+        return inactive(y, n)
     out = new_output(y)
     result = nulls(n)
     if type(y) is not np.ndarray:  # a scalar output: ȳ arrives as dy
@@ -235,10 +218,10 @@ def tile_rrule(f: CoDual, x: CoDual, *args: CoDual, **kwargs: Any) -> tuple[CoDu
 
 def _tile_examples() -> list[Any]:
     return [
-        example(_x(2, 3), (2, 1)),
-        example(_x(3, dtype=np.float32), 2),
-        example(_x(2, 1), (3, 1, 2)),
-        example(_x(2, 2, 2, dtype=np.complex128), (2, 3)),
+        example(randn(2, 3), (2, 1)),
+        example(randn(3, dtype=np.float32), 2),
+        example(randn(2, 1), (3, 1, 2)),
+        example(randn(2, 2, 2, dtype=np.complex128), (2, 3)),
     ]
 
 
@@ -273,10 +256,10 @@ def repeat_rrule(f: CoDual, x: CoDual, *args: CoDual, **kwargs: Any) -> tuple[Co
 
 def _repeat_examples() -> list[Any]:
     return [
-        example(_x(2, 3), 2),
-        example(_x(2, 3, dtype=np.float32), [1, 0, 3], axis=1),
-        example(_x(3), np.array([2, 1, 1])),
-        example(_x(2, 2, dtype=np.complex128), 3, 0),
+        example(randn(2, 3), 2),
+        example(randn(2, 3, dtype=np.float32), [1, 0, 3], axis=1),
+        example(randn(3), np.array([2, 1, 1])),
+        example(randn(2, 2, dtype=np.complex128), 3, 0),
     ]
 
 
@@ -298,10 +281,10 @@ def roll_rrule(f: CoDual, x: CoDual, *args: CoDual, **kwargs: Any) -> tuple[CoDu
 
 def _roll_examples() -> list[Any]:
     return [
-        example(_x(5), 2),
-        example(_x(3, 4, dtype=np.float32), -1, axis=1),
-        example(_x(3, 4), (1, 2), (0, 1)),
-        example(_x(2, 3, dtype=np.complex128), 4),
+        example(randn(5), 2),
+        example(randn(3, 4, dtype=np.float32), -1, axis=1),
+        example(randn(3, 4), (1, 2), (0, 1)),
+        example(randn(2, 3, dtype=np.complex128), 4),
     ]
 
 
@@ -355,10 +338,10 @@ def pad_rrule(f: CoDual, x: CoDual, *args: CoDual, **kwargs: Any) -> tuple[CoDua
 
 def _pad_examples() -> list[Any]:
     return [
-        example(_x(3), 2),
-        example(_x(2, 3, dtype=np.float32), ((1, 0), (2, 1)), constant_values=1.5),
-        example(_x(3, 2), ((2, 3), (1, 1)), "reflect"),
-        example(_x(2, 2, dtype=np.complex128), 3, mode="wrap"),
+        example(randn(3), 2),
+        example(randn(2, 3, dtype=np.float32), ((1, 0), (2, 1)), constant_values=1.5),
+        example(randn(3, 2), ((2, 3), (1, 1)), "reflect"),
+        example(randn(2, 2, dtype=np.complex128), 3, mode="wrap"),
     ]
 
 

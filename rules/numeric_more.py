@@ -32,7 +32,7 @@ from rulekit import Array, CoDual, Vararg, example, rrule
 from rules._arraylike import active, as_array, binder, give, inactive, primals
 from rules._shape_util import add_into, unbroadcast_to
 from rules._ufunc_common import Inexact
-from rules._util import NO_R, new_output, scalar_rdata
+from rules._util import NO_R, is_inexact_array, new_output, randn, scalar_rdata
 
 __all__ = [
     "cross_rrule",
@@ -41,19 +41,7 @@ __all__ = [
     "nan_to_num_rrule",
 ]
 
-_rng = np.random.default_rng
 NumArray: Any = Union[Array[np.inexact], Array[np.integer]]
-
-
-def _x(*shape: int, seed: int = 0, dtype: Any = np.float64) -> np.ndarray:
-    x = np.asarray(_rng(seed).normal(size=shape))
-    if np.dtype(dtype).kind == "c":
-        x = x + 1j * _rng(seed + 1).normal(size=shape)
-    return np.asarray(x, dtype=dtype)
-
-
-def _differentiable(y: Any) -> bool:
-    return isinstance(y, np.ndarray) and y.dtype.kind in "fc"
 
 
 def _cotangent(out: CoDual, dy: Any) -> Any:
@@ -90,7 +78,7 @@ def diff_rrule(f: CoDual, a: CoDual, *args: CoDual, **kwargs: Any) -> tuple[CoDu
     if n == 0:  # numpy returns x itself
         return CoDual(y, a.dx), inactive(None, nargs)[1]
     pre, app = b.arg("prepend"), b.arg("append")
-    if not (active(a) or active(pre) or active(app)) or not _differentiable(y):
+    if not (active(a) or active(pre) or active(app)) or not is_inexact_array(y):
         return inactive(y, nargs)
     axis = b.value("axis") % np.ndim(a.x)
     npre = 0 if pre is np._NoValue else _length(as_array(pre), axis)
@@ -114,10 +102,10 @@ def diff_rrule(f: CoDual, a: CoDual, *args: CoDual, **kwargs: Any) -> tuple[CoDu
 
 def _diff_examples() -> list[Any]:
     return [
-        example(_x(5)),
-        example(_x(3, 4, dtype=np.float32), 2, 0),
-        example(_x(2, 4), prepend=_x(2, 1, seed=1), append=0.5),
-        example(_x(4, dtype=np.complex128), 1, -1, np.float64(1.5), _x(2, seed=2)),
+        example(randn(5)),
+        example(randn(3, 4, dtype=np.float32), 2, 0),
+        example(randn(2, 4), prepend=randn(2, 1, seed=1), append=0.5),
+        example(randn(4, dtype=np.complex128), 1, -1, np.float64(1.5), randn(2, seed=2)),
     ]
 
 
@@ -200,10 +188,10 @@ def gradient_rrule(f: CoDual, x: CoDual, *varargs: CoDual, **kwargs: Any) -> tup
 
 def _gradient_examples() -> list[Any]:
     return [
-        example(_x(5)),
-        example(_x(3, 4, dtype=np.float32), 0.5, np.array([0, 1, 3, 4]), edge_order=2),
-        example(_x(4, 3, dtype=np.complex128), axis=0),
-        example(_x(2, 3, 4), 2.0, axis=(-1, 0)),
+        example(randn(5)),
+        example(randn(3, 4, dtype=np.float32), 0.5, np.array([0, 1, 3, 4]), edge_order=2),
+        example(randn(4, 3, dtype=np.complex128), axis=0),
+        example(randn(2, 3, 4), 2.0, axis=(-1, 0)),
     ]
 
 
@@ -233,7 +221,7 @@ def cross_rrule(
     p = primals(args, kwargs)
     y = np.cross(a.x, b.x, *p[0], **p[1])
     nargs = 3 + len(args)
-    if (a.dx is None and b.dx is None) or not _differentiable(np.asarray(y)):
+    if (a.dx is None and b.dx is None) or not is_inexact_array(np.asarray(y)):
         return inactive(y, nargs)
     axis = bd.value("axis")
     axa, axb, axc = (axis,) * 3 if axis is not None else (
@@ -262,10 +250,10 @@ def cross_rrule(
 
 def _cross_examples() -> list[Any]:
     return [
-        example(_x(3), _x(3, seed=1)),
-        example(_x(2, 3, dtype=np.float32), _x(4, 1, 3, seed=1, dtype=np.float32)),
-        example(_x(3, 2), _x(3, 2, seed=1, dtype=np.complex128), axisa=0, axisb=0, axisc=-1),
-        example(_x(2, 3, 4), _x(4, 3, seed=1), axis=1),
+        example(randn(3), randn(3, seed=1)),
+        example(randn(2, 3, dtype=np.float32), randn(4, 1, 3, seed=1, dtype=np.float32)),
+        example(randn(3, 2), randn(3, 2, seed=1, dtype=np.complex128), axisa=0, axisb=0, axisc=-1),
+        example(randn(2, 3, 4), randn(4, 3, seed=1), axis=1),
     ]
 
 
@@ -346,9 +334,9 @@ def _restoring(y: Any, saved: Any, xp: Any, nargs: int) -> tuple[CoDual, Any]:
 
 
 def _nan_to_num_examples() -> list[Any]:
-    x = _x(2, 4)
+    x = randn(2, 4)
     x[0, 1], x[1, 2], x[1, 3] = np.nan, np.inf, -np.inf
-    z = _x(5, dtype=np.complex128)
+    z = randn(5, dtype=np.complex128)
     z[1], z[3] = complex(np.nan, 1.0), complex(2.0, np.nan)  # (an inf part: tests)
     return [
         example(x),

@@ -26,16 +26,12 @@ from rulekit import Array, CoDual, Example, Vararg, example
 from rules._reduce import (
     add,
     axes_of,
-    bind,
     cotangent,
-    differentiable,
     expand,
+    forward,
     lane_count,
-    nulls,
     option,
-    output,
     plan,
-    reject_traced_scalars,
     where_mask,
 )
 from rules._util import NO_F, NO_R, scalar_rdata
@@ -82,13 +78,9 @@ def sum_rrule(f: CoDual, x: CoDual, *args: CoDual, **kwargs: Any) -> tuple[CoDua
     fn = f.x
     if not args and not kwargs and fn is np.sum and x.x.dtype.kind == "f":
         return _sum_all(x)  # the common `np.sum(x)`: no options to bind
-    y = fn(x.x, *[a.x for a in args], **kwargs)
-    out = output(y)
-    none = nulls(args)
-    if not differentiable(y):
+    _, out, none, o = forward(f, x, args, kwargs, _SUM, allowed=("initial",))
+    if o is None:
         return out, lambda dy: none
-    o = bind(_SUM, args, kwargs)
-    reject_traced_scalars(f"np.{fn.__name__}", _SUM, args, allowed=("initial",))
     axis = o.get("axis")
     kshape = None if axis is None else plan(axis, x.x.shape)[1]
     where = where_mask(o)
@@ -151,18 +143,13 @@ def mean_rrule(f: CoDual, x: CoDual, *args: CoDual, **kwargs: Any) -> tuple[CoDu
     nanmean: N counts the non-NaN elements; NaN positions get a zero cotangent,
     and an all-NaN lane (y = NaN, with numpy's warning) gives its lane zeros.
     """
-    fn = f.x
-    y = fn(x.x, *[a.x for a in args], **kwargs)
-    out = output(y)
-    none = nulls(args)
-    if not differentiable(y):
+    _, out, none, o = forward(f, x, args, kwargs, _MEAN)
+    if o is None:
         return out, lambda dy: none
-    o = bind(_MEAN, args, kwargs)
-    reject_traced_scalars(f"np.{fn.__name__}", _MEAN, args)
     shape = x.x.shape
     axes, kshape = plan(o.get("axis"), shape)
     where = where_mask(o)
-    nan = fn is np.nanmean
+    nan = f.x is np.nanmean
 
     def mean_pullback(dy: Any) -> tuple[Any, ...]:
         if x.dx is not None and x.x.size:
@@ -222,13 +209,9 @@ def prod_rrule(f: CoDual, x: CoDual, *args: CoDual, **kwargs: Any) -> tuple[CoDu
     prefix·suffix products, so zeros are exact and nothing is divided: one zero
     in a lane gives only that element a cotangent, two or more give none.
     """
-    y = np.prod(x.x, *[a.x for a in args], **kwargs)
-    out = output(y)
-    none = nulls(args)
-    if not differentiable(y):
+    y, out, none, o = forward(f, x, args, kwargs, _SUM)
+    if o is None:
         return out, lambda dy: none
-    o = bind(_SUM, args, kwargs)
-    reject_traced_scalars("np.prod", _SUM, args)
     axes, kshape = plan(o.get("axis"), x.x.shape)
     where = where_mask(o)
     initial = option(o, "initial")
@@ -288,16 +271,12 @@ def cumulative_rrule(f: CoDual, x: CoDual, *args: CoDual, **kwargs: Any) -> tupl
     first zero z that is conj(1/xₖ)·Σ_{i≥k} ȳᵢ conj(yᵢ); at z it is Σ_{i≥z} ȳᵢ conj(y'ᵢ)
     with y' the cumprod with x_z set to 1; after z it is 0. No division by zero.
     """
-    fn = f.x
-    y = fn(x.x, *[a.x for a in args], **kwargs)
-    out = output(y)
-    none = nulls(args)
-    if not differentiable(y):
+    y, out, none, o = forward(f, x, args, kwargs, _CUM)
+    if o is None:
         return out, lambda dy: none
-    axis = bind(_CUM, args, kwargs).get("axis")
-    reject_traced_scalars(f"np.{fn.__name__}", _CUM, args)
+    axis = o.get("axis")
     ax = 0 if axis is None else axes_of(axis, x.x.ndim)[0]
-    prod = fn is np.cumprod
+    prod = f.x is np.cumprod
 
     def cumulative_pullback(dy: Any) -> tuple[Any, ...]:
         if x.dx is not None:

@@ -20,13 +20,14 @@ puts there.
 
 from __future__ import annotations
 
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 
 from rulekit import CoDual, Vararg, example, rrule
+from rules._arraylike import Seq
 from rules._shape_util import INEXACT, add_into, no_pullback, nulls, seq_fdata, seq_rdata, writable
-from rules._util import NO_R, new_output
+from rules._util import NO_R, new_output, randn
 
 __all__ = [
     "diag_rrule",
@@ -38,16 +39,6 @@ __all__ = [
     "trace_rrule",
     "tri_rrule",
 ]
-
-Seq = Union[list, tuple]
-_rng = np.random.default_rng
-
-
-def _x(*shape: int, seed: int = 0, dtype: Any = np.float64) -> np.ndarray:
-    x = np.asarray(_rng(seed).normal(size=shape))
-    if np.dtype(dtype).kind == "c":
-        x = x + 1j * _rng(seed + 1).normal(size=shape)
-    return np.asarray(x, dtype=dtype)
 
 
 def _arg(args: tuple[CoDual, ...], kwargs: dict[str, Any], k: int, name: str, default: Any) -> Any:
@@ -107,10 +98,10 @@ def take_rrule(f: CoDual, x: CoDual, *args: CoDual, **kwargs: Any) -> tuple[CoDu
 
 def _take_examples() -> list[Any]:
     return [
-        example(_x(2, 3), np.array([0, 5, 5, -1])),  # flat, repeated
-        example(_x(3, 4, dtype=np.float32), [[0, 2], [2, 2]], axis=1),
-        example(_x(4), 2),  # a scalar
-        example(_x(3, 2, dtype=np.complex128), [4, -1], 0, mode="wrap"),
+        example(randn(2, 3), np.array([0, 5, 5, -1])),  # flat, repeated
+        example(randn(3, 4, dtype=np.float32), [[0, 2], [2, 2]], axis=1),
+        example(randn(4), 2),  # a scalar
+        example(randn(3, 2, dtype=np.complex128), [4, -1], 0, mode="wrap"),
     ]
 
 
@@ -143,10 +134,10 @@ def take_along_axis_rrule(f: CoDual, x: CoDual, *args: CoDual, **kwargs: Any) ->
 
 
 def _take_along_axis_examples() -> list[Any]:
-    x = _x(3, 4)
+    x = randn(3, 4)
     return [
         example(x, np.argsort(x, axis=1), axis=1),
-        example(_x(3, 4, dtype=np.float32), np.array([[0, 0, 2, 1]]), 0),  # broadcast, repeats
+        example(randn(3, 4, dtype=np.float32), np.array([[0, 0, 2, 1]]), 0),  # broadcast, repeats
         example(x, np.array([11, 0, 0]), axis=None),
     ]
 
@@ -181,10 +172,10 @@ def sort_rrule(f: CoDual, x: CoDual, *args: CoDual, **kwargs: Any) -> tuple[CoDu
 
 def _sort_examples() -> list[Any]:
     return [
-        example(_x(5)),
-        example(_x(3, 4, dtype=np.float32), axis=0),
-        example(_x(2, 3), None),
-        example(_x(4, dtype=np.complex128), kind="stable"),
+        example(randn(5)),
+        example(randn(3, 4, dtype=np.float32), axis=0),
+        example(randn(2, 3), None),
+        example(randn(4, dtype=np.complex128), kind="stable"),
     ]
 
 
@@ -231,12 +222,12 @@ def select_rrule(
 
 
 def _select_examples() -> list[Any]:
-    x = _x(2, 3)
-    a, b = _x(2, 3, seed=1), _x(3, seed=2)
+    x = randn(2, 3)
+    a, b = randn(2, 3, seed=1), randn(3, seed=2)
     return [
         example([x > 0, x < 0.5], [a, b]),  # overlapping conditions, broadcast choice
         example([x > 0], [a.astype(np.float32)], 2.5),
-        example([x > 1, x > -1], [a, 1.5], _x(2, 3, seed=3)),  # a scalar choice, array default
+        example([x > 1, x > -1], [a, 1.5], randn(2, 3, seed=3)),  # a scalar choice, array default
     ]
 
 
@@ -259,9 +250,9 @@ def diagonal_rrule(f: CoDual, x: CoDual, *args: CoDual, **kwargs: Any) -> tuple[
 
 def _diagonal_examples() -> list[Any]:
     return [
-        example(_x(3, 3)),
-        example(_x(3, 4, dtype=np.float32), 1),
-        example(_x(2, 3, 4, dtype=np.complex128), offset=-1, axis1=1, axis2=2),
+        example(randn(3, 3)),
+        example(randn(3, 4, dtype=np.float32), 1),
+        example(randn(2, 3, 4, dtype=np.complex128), offset=-1, axis1=1, axis2=2),
     ]
 
 
@@ -289,10 +280,10 @@ def diag_rrule(f: CoDual, x: CoDual, *args: CoDual, **kwargs: Any) -> tuple[CoDu
 
 def _diag_examples() -> list[Any]:
     return [
-        example(_x(3)),
-        example(_x(2, dtype=np.float32), -1),
-        example(_x(3, 4)),  # a view of the diagonal
-        example(_x(3, 3, dtype=np.complex128), k=1),
+        example(randn(3)),
+        example(randn(2, dtype=np.float32), -1),
+        example(randn(3, 4)),  # a view of the diagonal
+        example(randn(3, 3, dtype=np.complex128), k=1),
     ]
 
 
@@ -315,10 +306,10 @@ def trace_rrule(f: CoDual, x: CoDual, *args: CoDual, **kwargs: Any) -> tuple[CoD
 
 def _trace_examples() -> list[Any]:
     return [
-        example(_x(3, 3)),
-        example(_x(3, 4, dtype=np.float32), 1),
-        example(_x(2, 3, 3, dtype=np.complex128), axis1=1, axis2=2),
-        example(_x(2, 2, dtype=np.float32), dtype=np.dtype(np.float64)),
+        example(randn(3, 3)),
+        example(randn(3, 4, dtype=np.float32), 1),
+        example(randn(2, 3, 3, dtype=np.complex128), axis1=1, axis2=2),
+        example(randn(2, 2, dtype=np.float32), dtype=np.dtype(np.float64)),
     ]
 
 
@@ -339,10 +330,10 @@ def tri_rrule(f: CoDual, x: CoDual, *args: CoDual, **kwargs: Any) -> tuple[CoDua
 
 def _triu_examples() -> list[Any]:
     return [
-        example(_x(3, 3)),
-        example(_x(3, 4, dtype=np.float32), 1),
-        example(_x(2, 3, 3, dtype=np.complex128), k=-1),
-        example(_x(3)),  # 1-d: a matrix with v as every row
+        example(randn(3, 3)),
+        example(randn(3, 4, dtype=np.float32), 1),
+        example(randn(2, 3, 3, dtype=np.complex128), k=-1),
+        example(randn(3)),  # 1-d: a matrix with v as every row
     ]
 
 

@@ -26,7 +26,7 @@ import numpy as np
 
 from rulekit import CoDual, Vararg, example, rrule
 from rules._shape_util import INEXACT, ViewMismatchError, no_pullback, same_view, view_or_new
-from rules._util import accumulate, new_output
+from rules._util import accumulate, new_output, randn
 
 __all__ = [
     "astype_rrule",
@@ -35,8 +35,6 @@ __all__ = [
     "reshape_rrule",
     "view_rrule",
 ]
-
-_rng = np.random.default_rng
 
 
 def _args(args: tuple[CoDual, ...]) -> list[Any]:
@@ -60,51 +58,48 @@ def view_rrule(fn: Callable[..., Any]) -> Callable[..., Any]:
     return rule
 
 
-def _x(*shape: int, seed: int = 0, dtype: Any = np.float64) -> np.ndarray:
-    x = np.asarray(_rng(seed).normal(size=shape))
-    if np.dtype(dtype).kind == "c":
-        x = x + 1j * _rng(seed + 1).normal(size=shape)
-    return np.asarray(x, dtype=dtype)
-
-
 def _transpose_examples() -> list[Any]:
     return [
-        example(_x(2, 3)),
-        example(_x(2, 3, 4, dtype=np.float32), (2, 0, 1)),
-        example(_x(2, 3, 4), axes=(1, 2, 0)),
-        example(_x(3, 2, dtype=np.complex128)),
+        example(randn(2, 3)),
+        example(randn(2, 3, 4, dtype=np.float32), (2, 0, 1)),
+        example(randn(2, 3, 4), axes=(1, 2, 0)),
+        example(randn(3, 2, dtype=np.complex128)),
     ]
 
 
 def _swapaxes_examples() -> list[Any]:
-    return [example(_x(2, 3, 4), 0, 2), example(_x(3, 2, dtype=np.float32), -1, -2)]
+    return [example(randn(2, 3, 4), 0, 2), example(randn(3, 2, dtype=np.float32), -1, -2)]
 
 
 def _moveaxis_examples() -> list[Any]:
     return [
-        example(_x(2, 3, 4), 0, -1),
-        example(_x(2, 3, 4, dtype=np.complex64), [0, 1], [2, 0]),
+        example(randn(2, 3, 4), 0, -1),
+        example(randn(2, 3, 4, dtype=np.complex64), [0, 1], [2, 0]),
     ]
 
 
 def _expand_dims_examples() -> list[Any]:
-    return [example(_x(2, 3), 1), example(_x(3, dtype=np.float32), (0, 2)), example(_x(), 0)]
+    return [
+        example(randn(2, 3), 1),
+        example(randn(3, dtype=np.float32), (0, 2)),
+        example(randn(), 0),
+    ]
 
 
 def _squeeze_examples() -> list[Any]:
-    return [example(_x(1, 3, 1)), example(_x(2, 1, dtype=np.float32), axis=1)]
+    return [example(randn(1, 3, 1)), example(randn(2, 1, dtype=np.float32), axis=1)]
 
 
 def _flip_examples() -> list[Any]:
-    return [example(_x(2, 3)), example(_x(2, 3, 2, dtype=np.float32), axis=(0, 2))]
+    return [example(randn(2, 3)), example(randn(2, 3, 2, dtype=np.float32), axis=(0, 2))]
 
 
 def _flip2d_examples() -> list[Any]:
-    return [example(_x(3, 4)), example(_x(2, 3, 2, dtype=np.complex128))]
+    return [example(randn(3, 4)), example(randn(2, 3, 2, dtype=np.complex128))]
 
 
 def _flipud_examples() -> list[Any]:
-    return [example(_x(4)), example(_x(3, 2, dtype=np.float32))]
+    return [example(randn(4)), example(randn(3, 2, dtype=np.float32))]
 
 
 for _fn, _pats, _ex in (
@@ -169,19 +164,19 @@ def reshape_rrule(f: CoDual, x: CoDual, *args: CoDual, **kwargs: Any) -> tuple[C
 
 def _reshape_examples() -> list[Any]:
     return [
-        example(_x(2, 6), (3, 4)),  # a view
-        example(_x(2, 3, dtype=np.float32), (3, 2), order="F"),
-        example(_x(4, 3).T, (2, 6)),  # a copy (x non-contiguous)
-        example(_x(2, 3, dtype=np.complex128), -1),
+        example(randn(2, 6), (3, 4)),  # a view
+        example(randn(2, 3, dtype=np.float32), (3, 2), order="F"),
+        example(randn(4, 3).T, (2, 6)),  # a copy (x non-contiguous)
+        example(randn(2, 3, dtype=np.complex128), -1),
     ]
 
 
 def _ravel_examples() -> list[Any]:
     return [
-        example(_x(2, 3)),  # a view
-        example(_x(3, 4)[:, ::2]),  # a copy
-        example(_x(3, 2, dtype=np.float32), "F"),
-        example(_x(2, 3, 4).transpose(1, 0, 2)[:, ::-1], order="K"),
+        example(randn(2, 3)),  # a view
+        example(randn(3, 4)[:, ::2]),  # a copy
+        example(randn(3, 2, dtype=np.float32), "F"),
+        example(randn(2, 3, 4).transpose(1, 0, 2)[:, ::-1], order="K"),
     ]
 
 
@@ -218,9 +213,9 @@ def broadcast_to_rrule(
 
 def _broadcast_to_examples() -> list[Any]:
     return [
-        example(_x(3), (2, 3)),
-        example(_x(2, 1, dtype=np.float32), (4, 2, 3)),
-        example(_x(), (2,)),
+        example(randn(3), (2, 3)),
+        example(randn(2, 1, dtype=np.float32), (4, 2, 3)),
+        example(randn(), (2,)),
     ]
 
 
@@ -250,9 +245,9 @@ def copy_rrule(f: CoDual, x: CoDual, *args: CoDual, **kwargs: Any) -> tuple[CoDu
 
 def _copy_examples() -> list[Any]:
     return [
-        example(_x(2, 3)),
-        example(_x(3, dtype=np.float32), "F"),
-        example(_x(dtype=np.complex128)),
+        example(randn(2, 3)),
+        example(randn(3, dtype=np.float32), "F"),
+        example(randn(dtype=np.complex128)),
     ]
 
 
@@ -286,10 +281,10 @@ def astype_rrule(
 
 def _astype_examples() -> list[Any]:
     return [
-        example(_x(2, 3), np.float32),
-        example(_x(3, dtype=np.float32), "float64"),
-        example(_x(2, 2), np.dtype(np.complex128)),
-        example(_x(3), np.dtype(np.float64), copy=False),  # returns x itself
+        example(randn(2, 3), np.float32),
+        example(randn(3, dtype=np.float32), "float64"),
+        example(randn(2, 2), np.dtype(np.complex128)),
+        example(randn(3), np.dtype(np.float64), copy=False),  # returns x itself
     ]
 
 

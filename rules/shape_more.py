@@ -28,7 +28,7 @@ from rulekit import CoDual, Vararg, example, rrule
 from rules._arraylike import Seq, as_array, binder, give, inactive, primals
 from rules._shape_util import INEXACT, no_pullback, nulls, seq_fdata, seq_rdata
 from rules._ufunc_common import Inexact, Numeric
-from rules._util import NO_F, NO_R, new_output, scalar_rdata
+from rules._util import NO_F, NO_R, is_inexact_array, new_output, randn, scalar_rdata
 from rules.shape import astype_rrule, view_rrule
 
 __all__ = [
@@ -40,19 +40,7 @@ __all__ = [
     "real_if_close_rrule",
 ]
 
-_rng = np.random.default_rng
 ArrayLike = Union[Numeric, list, tuple]
-
-
-def _x(*shape: int, seed: int = 0, dtype: Any = np.float64) -> np.ndarray:
-    x = np.asarray(_rng(seed).normal(size=shape))
-    if np.dtype(dtype).kind == "c":
-        x = x + 1j * _rng(seed + 1).normal(size=shape)
-    return np.asarray(x, dtype=dtype)
-
-
-def _differentiable(y: Any) -> bool:
-    return isinstance(y, np.ndarray) and y.dtype.kind in "fc"
 
 
 # -- append ---------------------------------------------------------------------------------
@@ -69,7 +57,7 @@ def append_rrule(
     axis = b.value("axis")
     a_ = primals(args, kwargs)
     y = np.append(arr.x, values.x, *a_[0], **a_[1])
-    if (arr.dx is None and values.dx is None) or not _differentiable(y):
+    if (arr.dx is None and values.dx is None) or not is_inexact_array(y):
         return inactive(y, 3 + len(args))
     out = new_output(y)
     A, V = as_array(arr), as_array(values)
@@ -89,10 +77,10 @@ def append_rrule(
 
 def _append_examples() -> list[Any]:
     return [
-        example(_x(2, 3), _x(2, seed=1)),
-        example(_x(2, 3, dtype=np.float32), _x(1, 3, seed=1), axis=0),
-        example(_x(3, 2), 1.5, None),
-        example(_x(2, 2, dtype=np.complex128), [np.float64(2.0), np.float64(-1.0)]),
+        example(randn(2, 3), randn(2, seed=1)),
+        example(randn(2, 3, dtype=np.float32), randn(1, 3, seed=1), axis=0),
+        example(randn(3, 2), 1.5, None),
+        example(randn(2, 2, dtype=np.complex128), [np.float64(2.0), np.float64(-1.0)]),
     ]
 
 
@@ -125,9 +113,9 @@ def np_astype_rrule(f: CoDual, x: CoDual, dtype: CoDual, **kwargs: Any) -> tuple
 
 def _np_astype_examples() -> list[Any]:
     return [
-        example(_x(2, 3), np.float32),
-        example(_x(3, dtype=np.float32), np.complex128),
-        example(_x(2, dtype=np.complex128), np.complex64, copy=False),
+        example(randn(2, 3), np.float32),
+        example(randn(3, dtype=np.float32), np.complex128),
+        example(randn(2, dtype=np.complex128), np.complex64, copy=False),
         example(np.float64(1.25), np.float32),
     ]
 
@@ -150,10 +138,10 @@ def atleast_rrule(f: CoDual, *arys: CoDual) -> tuple[CoDual, Any]:
         dx = a.dx
         if isinstance(dx, np.ndarray):
             fds.append(fn(dx))
-        elif dx is not None and _differentiable(y) and not isinstance(a.x, np.ndarray):
+        elif dx is not None and is_inexact_array(y) and not isinstance(a.x, np.ndarray):
             fds.append(np.zeros_like(y))  # a scalar: a new array
             scalars.append(k)
-        elif len(arys) == 1 or not _differentiable(y):
+        elif len(arys) == 1 or not is_inexact_array(y):
             fds.append(None if len(arys) == 1 else NO_F)
         else:  # a constant among active arguments: a tuple's fdata has no None elements
             fds.append(np.zeros_like(y))
@@ -178,9 +166,9 @@ def atleast_rrule(f: CoDual, *arys: CoDual) -> tuple[CoDual, Any]:
 
 def _atleast_examples() -> list[Any]:
     return [
-        example(_x(3)),
-        example(_x(dtype=np.float32)),
-        example(_x(2, 3), np.float64(1.5), _x(2, 2, 2, 2, dtype=np.complex128)),
+        example(randn(3)),
+        example(randn(dtype=np.float32)),
+        example(randn(2, 3), np.float64(1.5), randn(2, 2, 2, 2, dtype=np.complex128)),
         example(2.5),
     ]
 
@@ -197,7 +185,7 @@ def column_stack_rrule(f: CoDual, seq: CoDual) -> tuple[CoDual, Any]:
     to xₖ's shape); xₖ of ndim ≥ 2 ⇒ x̄ₖ += ȳ[:, its columns]."""
     xs, _ = seq_fdata(seq)
     y = np.column_stack(xs)
-    if seq.dx is None or not _differentiable(y):
+    if seq.dx is None or not is_inexact_array(y):
         return inactive(y, 2)
     out = new_output(y)
     shapes = [np.shape(x) for x in xs]
@@ -217,9 +205,9 @@ def column_stack_rrule(f: CoDual, seq: CoDual) -> tuple[CoDual, Any]:
 
 def _column_stack_examples() -> list[Any]:
     return [
-        example([_x(3), _x(3, seed=1)]),
-        example((_x(2, 2, dtype=np.float32), _x(2, seed=1))),
-        example([_x(), np.float64(0.5), _x(1, 2, dtype=np.complex128)]),
+        example([randn(3), randn(3, seed=1)]),
+        example((randn(2, 2, dtype=np.float32), randn(2, seed=1))),
+        example([randn(), np.float64(0.5), randn(1, 2, dtype=np.complex128)]),
     ]
 
 
@@ -231,10 +219,10 @@ rrule.register(np.column_stack, Seq, examples=_column_stack_examples)(column_sta
 
 def _rot90_examples() -> list[Any]:
     return [
-        example(_x(2, 3)),
-        example(_x(2, 3, 2, dtype=np.float32), 3, (2, 0)),
-        example(_x(3, 2, dtype=np.complex128), k=-2),
-        example(_x(2, 2), 4),
+        example(randn(2, 3)),
+        example(randn(2, 3, 2, dtype=np.float32), 3, (2, 0)),
+        example(randn(3, 2, dtype=np.complex128), k=-2),
+        example(randn(2, 2), 4),
     ]
 
 
@@ -278,10 +266,10 @@ def partition_rrule(f: CoDual, a: CoDual, *args: CoDual, **kwargs: Any) -> tuple
 
 def _partition_examples() -> list[Any]:
     return [
-        example(_x(6), 2),
-        example(_x(3, 4, dtype=np.float32), [0, 2], axis=0),
-        example(_x(2, 3), 4, None),
-        example(_x(5, dtype=np.complex128), -1),
+        example(randn(6), 2),
+        example(randn(3, 4, dtype=np.float32), [0, 2], axis=0),
+        example(randn(2, 3), 4, None),
+        example(randn(5, dtype=np.complex128), -1),
     ]
 
 
@@ -305,9 +293,9 @@ def real_if_close_rrule(f: CoDual, a: CoDual, *args: CoDual, **kwargs: Any) -> t
 
 def _real_if_close_examples() -> list[Any]:
     return [
-        example(_x(2, 3)),
-        example(_x(3, dtype=np.complex128)),  # imaginary parts far from 0: x itself
-        example(_x(2, dtype=np.complex64), 1000),
+        example(randn(2, 3)),
+        example(randn(3, dtype=np.complex128)),  # imaginary parts far from 0: x itself
+        example(randn(2, dtype=np.complex64), 1000),
     ]
 
 

@@ -22,13 +22,12 @@ from rules._reduce import (
     axes_of,
     bind,
     cotangent,
-    differentiable,
     expand,
     flag,
+    forward,
     lane_count,
     nulls,
     option,
-    output,
     plan,
     reject_traced_scalars,
     safe_div,
@@ -65,16 +64,11 @@ def var_rrule(f: CoDual, x: CoDual, *args: CoDual, **kwargs: Any) -> tuple[CoDua
     std = √var ⇒ x̄ += (x − μ)·ȳ/((N − ddof)·y), and 0 where y = 0. With mean=m
     given: the same with m for μ, and m̄ −= Σ (the x̄ increment) over `axis`.
     """
-    fn = f.x
     mean_arg = kwargs.get("mean")
     call_kw = kwargs if not isinstance(mean_arg, CoDual) else {**kwargs, "mean": mean_arg.x}
-    y = fn(x.x, *[a.x for a in args], **call_kw)
-    out = output(y)
-    none = nulls(args)
-    if not differentiable(y):
+    y, out, none, o = forward(f, x, args, kwargs, _VAR, call_kwargs=call_kw)
+    if o is None:
         return out, lambda dy: none
-    o = bind(_VAR, args, kwargs)
-    reject_traced_scalars(f"np.{fn.__name__}", _VAR, args)
     shape = x.x.shape
     axes, kshape = plan(o.get("axis"), shape)
     where = where_mask(o)
@@ -82,7 +76,7 @@ def var_rrule(f: CoDual, x: CoDual, *args: CoDual, **kwargs: Any) -> tuple[CoDua
     ddof = o.get("ddof", 0) if ddof is None else ddof
     dof = lane_count(shape, axes, where) - ddof
     dtype = option(o, "dtype")
-    std = fn is np.std
+    std = f.x is np.std
     given_mean = option(o, "mean")
 
     def var_pullback(dy: Any) -> tuple[Any, ...]:

@@ -47,7 +47,6 @@ from rules._stats_common import (
     active,
     add,
     masked,
-    primal_values,
     ratio,
     refuse,
 )
@@ -198,9 +197,7 @@ def _univariate_rule(fam: _Family, method: str) -> Callable[..., tuple[CoDual, A
     sig = Signature(f"scipy.stats.{fam.name}.{method}", names, {"loc": 0, "scale": 1})
 
     def rule(f: CoDual, *args: CoDual, **kwargs: Any) -> tuple[CoDual, Any]:
-        b = sig.bind(args, kwargs)
-        v = primal_values(b)
-        y = fn(*(a.x for a in args), **{k: v[k] for k in kwargs})
+        b, v, y = sig.call(fn, args, kwargs)
         if method not in _DENSITIES:
             for s in fam.shapes:
                 if active(b[s]):
@@ -280,9 +277,7 @@ def _poisson_rule(method: str) -> Callable[..., tuple[CoDual, Any]]:
     sig = Signature(f"scipy.stats.poisson.{method}", ("k", "mu", "loc"), {"loc": 0})
 
     def rule(f: CoDual, *args: CoDual, **kwargs: Any) -> tuple[CoDual, Any]:
-        b = sig.bind(args, kwargs)
-        v = primal_values(b)
-        y = fn(*(a.x for a in args), **{k: v[k] for k in kwargs})
+        b, v, y = sig.call(fn, args, kwargs)
         for n in ("k", "loc"):
             if active(b[n]):
                 refuse(sig.qualname, n, "a count: the pmf and cdf are piecewise constant in it")

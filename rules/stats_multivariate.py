@@ -34,7 +34,6 @@ from rules._stats_common import (
     Namespace,
     Signature,
     active,
-    primal_values,
     ratio,
 )
 from rules._util import NO_R, accumulate, new_output
@@ -124,9 +123,7 @@ def _mvn_density_rule(method: str) -> Callable[..., tuple[CoDual, Any]]:
     )
 
     def rule(f: CoDual, *args: CoDual, **kwargs: Any) -> tuple[CoDual, Any]:
-        b = sig.bind(args, kwargs)
-        v = primal_values(b)
-        y = fn(*(a.x for a in args), **{k: v[k] for k in kwargs})
+        b, v, y = sig.call(fn, args, kwargs)
         out = new_output(y)
         pos = sig.positional(args)
         need = {n: active(b[n]) for n in ("x", "mean", "cov")}
@@ -219,9 +216,7 @@ _ENTROPY = Signature(
 @rulekit.rrule.register(multivariate_normal.entropy, Vararg[PARAM], examples=_mvn_entropy_examples)
 def mvn_entropy_rrule(f: CoDual, *args: CoDual, **kwargs: Any) -> tuple[CoDual, Any]:
     """h = ½(d log 2πe + log det Σ)  ⇒  Σ̄ = ½ h̄ Σ⁻¹ (folded onto cov's form); μ̄ = 0."""
-    b = _ENTROPY.bind(args, kwargs)
-    v = primal_values(b)
-    y = st.multivariate_normal.entropy(*(a.x for a in args), **{k: v[k] for k in kwargs})
+    b, v, y = _ENTROPY.call(st.multivariate_normal.entropy, args, kwargs)
     C = np.empty((0, 0))
     if active(b["cov"]):  # scipy's entropy always allows a singular cov: check it here
         _, _, C = _params(v["mean"], v["cov"])
@@ -250,9 +245,7 @@ def _dirichlet_rule(method: str) -> Callable[..., tuple[CoDual, Any]]:
     sig = Signature(f"scipy.stats.dirichlet.{method}", ("x", "alpha"), {})
 
     def rule(f: CoDual, *args: CoDual, **kwargs: Any) -> tuple[CoDual, Any]:
-        b = sig.bind(args, kwargs)
-        v = primal_values(b)
-        y = fn(*(a.x for a in args), **{k: v[k] for k in kwargs})
+        b, v, y = sig.call(fn, args, kwargs)
         out = new_output(y)
         pos = sig.positional(args)
 

@@ -2,23 +2,12 @@
 
 from __future__ import annotations
 
-import pathlib
-import re
-
 import pytest
+from fdcheck import run_doc_page
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
 PAGES = ["README.md", "docs/tutorial.md", "docs/testing-your-rules.md"]
-
-
-def python_blocks(path: pathlib.Path) -> list[str]:
-    return re.findall(r"```python\n(.*?)```", path.read_text(encoding="utf-8"), flags=re.S)
 
 
 @pytest.mark.parametrize("page", PAGES)
 def test_page_code_runs(page: str) -> None:
-    blocks = python_blocks(ROOT / page)
-    assert blocks, f"{page} has no python code blocks"
-    namespace: dict[str, object] = {"__name__": f"docs_{pathlib.Path(page).stem}"}
-    for block in blocks:
-        exec(compile(block, f"{page}", "exec"), namespace)
+    run_doc_page(page)

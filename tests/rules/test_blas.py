@@ -5,24 +5,25 @@ and gradients of small programs through the engine against finite differences.""
 from __future__ import annotations
 
 import importlib
-import pathlib
 import pkgutil
-import re
 from typing import Any
 
 import numpy as np
 import pytest
 import scipy.linalg.blas as sb
-from fdcheck import fd_grad
+from fdcheck import check_grads, check_warm_grads, run_doc_page
+
+# `_arr`, the name the tests had: hypothesis seeds derandomized tests from their source text
+from fdcheck import layout_array as _arr
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import rulekit
 import rules
 import rules.blas
-from rulekit import CoDual, NoFData, NoRData, Registration, TracingError, registry, zero_codual
+from rulekit import CoDual, NoFData, NoRData, TracingError, registry, zero_codual
 from rules._blas_routine import f2py_inplace
-from testutils import check_example, check_rule, count_allocations
+from testutils import check_rule, count_allocations
 
 SETTINGS = settings(max_examples=25, deadline=None, derandomize=True)
 
@@ -32,32 +33,7 @@ for _m in pkgutil.iter_modules(rules.__path__):
     importlib.import_module(f"rules.{_m.name}")
 
 
-def _arr(rng: np.random.Generator, shape: tuple[int, ...], dt: Any, layout: str) -> np.ndarray:
-    """An array of `shape`: C- or F-ordered, or a strided view ("S") of a larger one."""
-    big = tuple(2 * n for n in shape) if layout == "S" else shape
-    x = rng.standard_normal(big)
-    if np.dtype(dt).kind == "c":
-        x = x + 1j * rng.standard_normal(big)
-    x = np.array(x, dtype=dt, order="F" if layout == "F" else "C")
-    return x[tuple(slice(None, None, 2) for _ in shape)] if layout == "S" else x
-
-
-# -- every registered example -------------------------------------------------------------------
-
-
-def _cases() -> list[Any]:
-    out = []
-    for reg in registry.entries("rules.blas"):
-        exs = reg.examples() if callable(reg.examples) else reg.examples
-        name = reg.describe().split("(")[0]
-        out += [pytest.param(reg, ex, id=f"{name}-{i}") for i, ex in enumerate(exs)]
-    return out
-
-
-@pytest.mark.parametrize(("reg", "ex"), _cases())
-def test_registered_examples(reg: Registration, ex: rulekit.Example) -> None:
-    report = check_example(reg.f, ex)
-    assert report.stateful and report.allocations == 0
+# -- registration (the examples run in test_rule_examples.py, which also checks they are stateful)
 
 
 def test_every_routine_is_wrapped_and_registered() -> None:
@@ -330,14 +306,6 @@ def test_unsupported_arguments_raise_clearly() -> None:
 RNG = np.random.default_rng(7)
 
 
-def _check(f: Any, args: tuple[Any, ...], rtol: float = 1e-6) -> None:
-    argnums = tuple(range(len(args)))
-    value, grads = rulekit.value_and_grad(f, argnums=argnums)(*args)
-    np.testing.assert_allclose(value, f(*args), rtol=1e-12)
-    for i, g in zip(argnums, grads, strict=True):
-        np.testing.assert_allclose(g, fd_grad(f, args, i), rtol=rtol, atol=1e-8)
-
-
 def test_engine_gemm_in_place_on_c_ordered_arrays() -> None:
     def f(A: Any, B: Any, C: Any, alpha: Any) -> Any:
         C = np.zeros_like(C) + C
@@ -345,7 +313,7 @@ def test_engine_gemm_in_place_on_c_ordered_arrays() -> None:
         return np.sum(C * C)
 
     A, B, C = RNG.normal(size=(3, 4)), RNG.normal(size=(4, 2)), RNG.normal(size=(3, 2))
-    _check(f, (A, B, C, 1.5))
+    check_grads(f, A, B, C, 1.5)
 
 
 def test_engine_level2_level3_chain() -> None:
@@ -360,7 +328,7 @@ def test_engine_level2_level3_chain() -> None:
 
     A, x = RNG.normal(size=(3, 2)), RNG.normal(size=3)
     T = np.tril(RNG.normal(size=(3, 3))) + 3 * np.eye(3)
-    _check(f, (A, T, x), rtol=1e-5)
+    check_grads(f, A, T, x, rtol=1e-5)
 
 
 def test_engine_steady_state_allocates_nothing() -> None:
@@ -371,20 +339,9 @@ def test_engine_steady_state_allocates_nothing() -> None:
         return rules.blas.ddot(D[:, 1], D[:, 0])
 
     A, B, C = RNG.normal(size=(6, 6)), RNG.normal(size=(6, 6)), RNG.normal(size=(6, 6))
-    vg = rulekit.value_and_grad(f, argnums=(0, 1, 2), copy=False)
-    for _ in range(3):
-        vg(A, B, C)
-    assert count_allocations(vg, A, B, C).count == 0
-    _, grads = vg(A, B, C)
-    for i, g in enumerate(grads):
-        np.testing.assert_allclose(g, fd_grad(f, (A, B, C), i), rtol=1e-5, atol=1e-7)
+    check_warm_grads(f, A, B, C, rtol=1e-5, atol=1e-7)
 
 
 def test_stateful_rules_page_runs() -> None:
     """docs/stateful-rules.md: its code blocks run, in order, as one script."""
-    page = pathlib.Path(__file__).resolve().parents[2] / "docs" / "stateful-rules.md"
-    blocks = re.findall(r"```python\n(.*?)```", page.read_text(encoding="utf-8"), flags=re.S)
-    assert len(blocks) >= 8
-    namespace: dict[str, object] = {"__name__": "docs_stateful_rules"}
-    for block in blocks:
-        exec(compile(block, str(page), "exec"), namespace)
+    run_doc_page("docs/stateful-rules.md", min_blocks=8)

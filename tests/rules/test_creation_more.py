@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from fdcheck import fd_grad
+from fdcheck import check_grads, rand
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -23,34 +23,12 @@ import rules.indexing
 import rules.reductions  # np.sum
 import rules.ufuncs  # np.sin
 import rules.ufuncs_binary  # np.multiply and friends
-from rulekit import registry
-from testutils import check_example, check_rule
+from testutils import check_rule
 
 assert rules.indexing and rules.reductions and rules.ufuncs and rules.ufuncs_binary
 
 SETTINGS = settings(max_examples=40, deadline=None, derandomize=True)
 seeds = st.integers(0, 2**16)
-
-
-def rand(seed: int, shape: tuple[int, ...], dtype: Any = np.float64) -> Any:
-    rng = np.random.default_rng(seed)
-    x = rng.normal(size=shape)
-    if np.dtype(dtype).kind == "c":
-        x = x + 1j * rng.normal(size=shape)
-    return np.asarray(x, dtype=dtype)
-
-
-@pytest.mark.parametrize(
-    ("reg", "ex"),
-    [
-        pytest.param(reg, ex, id=f"linspace#{i}")
-        for reg in registry.entries()
-        if reg.module == "rules.creation_more"
-        for i, ex in enumerate(reg.examples())
-    ],
-)
-def test_examples(reg: Any, ex: Any) -> None:
-    check_example(reg.f, ex)
 
 
 def _endpoint(data: Any, seed: int) -> Any:
@@ -105,10 +83,7 @@ def grids(x: Any) -> Any:
 
 
 def test_engine_gradients() -> None:
-    x = rand(3, (4,))
-    value, grad = rulekit.value_and_grad(grids)(x.copy())
-    np.testing.assert_allclose(value, grids(x.copy()), rtol=1e-12)
-    np.testing.assert_allclose(grad, fd_grad(grids, (x,), 0), rtol=1e-6, atol=1e-8)
+    check_grads(grids, rand(3, (4,)))
 
 
 @pytest.mark.parametrize(

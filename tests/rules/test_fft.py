@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from fdcheck import fd_grad
+from fdcheck import check_grads, rand
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
@@ -24,8 +24,8 @@ import rules.fft
 import rules.reductions  # np.sum
 import rules.ufuncs  # np.abs, np.real, np.imag
 import rules.ufuncs_binary  # np.multiply and friends
-from rulekit import CoDual, NoRData, registry, zero_codual
-from testutils import check_example, check_rule
+from rulekit import CoDual, NoRData, zero_codual
+from testutils import check_rule
 
 assert rules.contractions and rules.reductions and rules.ufuncs and rules.ufuncs_binary
 
@@ -36,27 +36,6 @@ ONE_D = [np.fft.fft, np.fft.ifft, np.fft.rfft, np.fft.irfft]
 N_D = [np.fft.fft2, np.fft.ifft2, np.fft.rfft2, np.fft.irfft2,
        np.fft.fftn, np.fft.ifftn, np.fft.rfftn, np.fft.irfftn]  # fmt: skip
 REAL_IN = {np.fft.rfft, np.fft.rfft2, np.fft.rfftn}
-
-
-def rand(seed: int, shape: tuple[int, ...], dtype: Any = np.float64) -> Any:
-    rng = np.random.default_rng(seed)
-    x = rng.normal(size=shape)
-    if np.dtype(dtype).kind == "c":
-        x = x + 1j * rng.normal(size=shape)
-    return np.asarray(x, dtype=dtype)
-
-
-@pytest.mark.parametrize(
-    ("reg", "ex"),
-    [
-        pytest.param(reg, ex, id=f"{reg.describe().split('(')[0]}#{i}")
-        for reg in registry.entries()
-        if reg.module == "rules.fft"
-        for i, ex in enumerate(reg.examples())
-    ],
-)
-def test_examples(reg: Any, ex: Any) -> None:
-    check_example(reg.f, ex)
 
 
 def _input(data: Any, fn: Any, seed: int, shape: tuple[int, ...]) -> np.ndarray:
@@ -176,7 +155,4 @@ def with_out(x: Any) -> Any:
 
 @pytest.mark.parametrize("f", [power_spectrum, filtering, shifted, with_out])
 def test_engine_gradients(f: Any) -> None:
-    x = rand(3, (6, 6))
-    value, grad = rulekit.value_and_grad(f)(x.copy())
-    np.testing.assert_allclose(value, f(x.copy()), rtol=1e-12)
-    np.testing.assert_allclose(grad, fd_grad(f, (x,), 0), rtol=1e-6, atol=1e-7)
+    check_grads(f, rand(3, (6, 6)), atol=1e-7)

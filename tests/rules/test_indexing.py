@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from fdcheck import fd_grad
+from fdcheck import check_grads, rand
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -36,14 +36,6 @@ assert rules.ufuncs_binary
 
 SETTINGS = settings(max_examples=400, deadline=None, derandomize=True)
 seeds = st.integers(0, 2**16)
-
-
-def rand(seed: int, shape: tuple[int, ...], dtype: Any = np.float64) -> Any:
-    rng = np.random.default_rng(seed)
-    x = rng.normal(size=shape)
-    if np.dtype(dtype).kind == "c":
-        x = x + 1j * rng.normal(size=shape)
-    return np.asarray(x, dtype=dtype)
 
 
 shapes = st.lists(st.integers(1, 4), min_size=1, max_size=3).map(tuple)
@@ -262,12 +254,6 @@ def test_add_at_restores_exactly() -> None:
 W = rand(7, (4, 3))
 
 
-def _engine(f: Any, x: np.ndarray) -> None:
-    value, grad = rulekit.value_and_grad(f)(x.copy())
-    np.testing.assert_allclose(value, f(x.copy()), rtol=1e-12)
-    np.testing.assert_allclose(grad, fd_grad(f, (x,), 0), rtol=1e-6, atol=1e-8)
-
-
 def shift_write(x: Any) -> Any:
     z = np.zeros_like(x)
     z[1:] = x[:-1] * 2
@@ -309,7 +295,7 @@ def views_write_back(x: Any) -> Any:
 
 @pytest.mark.parametrize("f", [shift_write, mask_write, scatter, mixed_reads, views_write_back])
 def test_engine_gradients(f: Any) -> None:
-    _engine(f, rand(3, (4, 3)))
+    check_grads(f, rand(3, (4, 3)))
 
 
 def test_engine_view_gradient_reaches_its_base() -> None:

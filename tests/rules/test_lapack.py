@@ -8,10 +8,10 @@ from typing import Any
 import numpy as np
 import pytest
 import scipy.linalg
+from fdcheck import check_grads
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import rulekit
 import rules.contractions
 import rules.linalg
 from rules import lapack as la
@@ -103,26 +103,6 @@ def test_solve_and_inv_structures(assume_a: str, lower: bool) -> None:
 # -- end to end through the engine: the factorization flows between the two calls -------------
 
 
-def _fd_grad(f: Any, args: tuple[Any, ...], k: int, h: float = 1e-6) -> Any:
-    x = args[k]
-    g = np.zeros_like(x)
-    for i in np.ndindex(x.shape):
-        xp, xm = x.copy(), x.copy()
-        xp[i] += h
-        xm[i] -= h
-        ap, am = list(args), list(args)
-        ap[k], am[k] = xp, xm
-        g[i] = (f(*ap) - f(*am)) / (2 * h)
-    return g
-
-
-def _check_end_to_end(f: Any, a: Any, b: Any) -> None:
-    value, (ga, gb) = rulekit.value_and_grad(f, argnums=(0, 1))(a, b)
-    assert np.isclose(value, f(a, b))
-    np.testing.assert_allclose(ga, _fd_grad(f, (a, b), 0), rtol=1e-6, atol=1e-8)
-    np.testing.assert_allclose(gb, _fd_grad(f, (a, b), 1), rtol=1e-6, atol=1e-8)
-
-
 @pytest.mark.parametrize("lower", [False, True])
 def test_cho_factor_then_cho_solve_end_to_end(lower: bool) -> None:
     a, b = spd(20, (4, 4)), rhs(20, 4, 2)
@@ -132,7 +112,9 @@ def test_cho_factor_then_cho_solve_end_to_end(lower: bool) -> None:
         c = la.cho_factor(a, lower=lower)
         return np.einsum("ij,ij", la.cho_solve(c, b), w)
 
-    _check_end_to_end(f, a, b)  # reads one triangle of a: the gradient is exact for that
+    check_grads(
+        f, a, b, value_rtol=1e-5, value_atol=1e-8
+    )  # reads one triangle of a: the gradient is exact for that
 
 
 @pytest.mark.parametrize("trans", [0, 1])
@@ -145,7 +127,7 @@ def test_lu_factor_then_lu_solve_end_to_end(trans: int) -> None:
         x = la.lu_solve(lu_piv, b, trans=trans)
         return np.einsum("i,i", la.lu_solve(lu_piv, x), w)  # the factors are used twice
 
-    _check_end_to_end(f, a, b)
+    check_grads(f, a, b, value_rtol=1e-5, value_atol=1e-8)
 
 
 def test_plain_calls_go_straight_to_scipy() -> None:

@@ -4,12 +4,13 @@ widths, right-hand sides, dtypes and stacks; and the engine against finite diffe
 from __future__ import annotations
 
 import warnings
+from functools import partial
 from typing import Any
 
 import numpy as np
 import pytest
 import scipy.linalg
-from fdcheck import fd_grad
+from fdcheck import check_grads, fd_grad
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -150,12 +151,8 @@ def test_sqrtm_adjoint_is_the_sylvester_solution() -> None:
 # -- the engine -----------------------------------------------------------------------------------
 
 
-def assert_grads(f: Any, *args: Any) -> None:
-    argnums = tuple(range(len(args)))
-    value, grads = rulekit.value_and_grad(f, argnums=argnums)(*args)
-    assert np.isclose(value, f(*args))
-    for i, g in enumerate(grads):
-        assert np.allclose(g, fd_grad(f, args, i), rtol=1e-5, atol=1e-7), i
+# every argument; the value to np.isclose's tolerances
+assert_grads = partial(check_grads, rtol=1e-5, atol=1e-7, value_rtol=1e-5, value_atol=1e-8)
 
 
 @pytest.mark.parametrize("cplx", [False, True])

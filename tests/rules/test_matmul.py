@@ -10,15 +10,18 @@ from typing import Any
 
 import numpy as np
 import pytest
-from fdcheck import fd_grad
+from fdcheck import check_grads, check_warm_grads
+
+# `_arr`, the name the tests had: hypothesis seeds derandomized tests from their source text
+from fdcheck import layout_array as _arr
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import rulekit
 import rules
 import rules.matmul
-from rulekit import Registration, TracingError, registry
-from testutils import check_example, check_rule, count_allocations
+from rulekit import TracingError
+from testutils import check_rule
 
 SETTINGS = settings(max_examples=30, deadline=None, derandomize=True)
 
@@ -26,32 +29,6 @@ SETTINGS = settings(max_examples=30, deadline=None, derandomize=True)
 # as `import rules` does once every module is listed in rules/__init__.py.
 for _m in pkgutil.iter_modules(rules.__path__):
     importlib.import_module(f"rules.{_m.name}")
-
-
-def _arr(rng: np.random.Generator, shape: tuple[int, ...], dt: Any, layout: str) -> np.ndarray:
-    """C- or F-ordered, or a strided view ("S") of a larger array."""
-    big = tuple(2 * n for n in shape) if layout == "S" else shape
-    x = rng.standard_normal(big)
-    if np.dtype(dt).kind == "c":
-        x = x + 1j * rng.standard_normal(big)
-    x = np.array(x, dtype=dt, order="F" if layout == "F" else "C")
-    return x[tuple(slice(None, None, 2) for _ in shape)] if layout == "S" else x
-
-
-def _cases() -> list[Any]:
-    out = []
-    for mod in ("rules.matmul", "rules._matmul_generic"):
-        for reg in registry.entries(mod):
-            exs = reg.examples() if callable(reg.examples) else reg.examples
-            name = reg.describe().split(" -> ")[0]
-            out += [pytest.param(reg, ex, id=f"{name}-{i}") for i, ex in enumerate(exs)]
-    return out
-
-
-@pytest.mark.parametrize(("reg", "ex"), _cases())
-def test_registered_examples(reg: Registration, ex: rulekit.Example) -> None:
-    report = check_example(reg.f, ex)
-    assert not report.stateful or report.allocations == 0
 
 
 # -- 2-D: 1×1 up to 256×256, C and F, float32 and float64 -----------------------------------
@@ -184,14 +161,6 @@ def test_out_into_a_constant_raises() -> None:
 RNG = np.random.default_rng(11)
 
 
-def _check(f: Any, args: tuple[Any, ...], rtol: float = 1e-6) -> None:
-    argnums = tuple(range(len(args)))
-    value, grads = rulekit.value_and_grad(f, argnums=argnums)(*args)
-    np.testing.assert_allclose(value, f(*args), rtol=1e-12)
-    for i, g in zip(argnums, grads, strict=True):
-        np.testing.assert_allclose(g, fd_grad(f, args, i), rtol=rtol, atol=1e-8)
-
-
 def test_engine_operator_and_family() -> None:
     def f(A: Any, B: Any, v: Any) -> Any:
         C = A @ B  # 2-D
@@ -202,7 +171,7 @@ def test_engine_operator_and_family() -> None:
         return s + np.sum(np.sin(P)) + np.sum(np.inner(C, C))
 
     A, B, v = RNG.normal(size=(3, 4)), RNG.normal(size=(4, 2)), RNG.normal(size=3)
-    _check(f, (A, B, v))
+    check_grads(f, A, B, v)
 
 
 def test_engine_batched_broadcast_and_out() -> None:
@@ -214,7 +183,7 @@ def test_engine_batched_broadcast_and_out() -> None:
         return np.sum(out**2) + np.sum(Y)
 
     X, W, b = RNG.normal(size=(2, 3, 4)), RNG.normal(size=(4, 2)), RNG.normal(size=3)
-    _check(f, (X, W, b))
+    check_grads(f, X, W, b)
 
 
 def test_engine_steady_state_allocates_nothing() -> None:
@@ -226,10 +195,4 @@ def test_engine_steady_state_allocates_nothing() -> None:
         return np.vdot(y, z)
 
     A, B, x = RNG.normal(size=(5, 4)), RNG.normal(size=(4, 5)), RNG.normal(size=5)
-    vg = rulekit.value_and_grad(f, argnums=(0, 1, 2), copy=False)
-    for _ in range(3):
-        vg(A, B, x)
-    assert count_allocations(vg, A, B, x).count == 0
-    _, grads = vg(A, B, x)
-    for i, g in enumerate(grads):
-        np.testing.assert_allclose(g, fd_grad(f, (A, B, x), i), rtol=1e-6, atol=1e-8)
+    check_warm_grads(f, A, B, x, rtol=1e-6, atol=1e-8)

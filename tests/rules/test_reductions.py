@@ -9,14 +9,13 @@ log-sum-exp, the array methods) and compare with central finite differences.
 
 from __future__ import annotations
 
-import pathlib
-import re
 import warnings
+from functools import partial
 from typing import Any
 
 import numpy as np
 import pytest
-from fdcheck import fd_grad
+from fdcheck import check_grads, fd_grad, run_doc_page
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -29,7 +28,6 @@ from testutils import check_rule
 assert rules.reductions and rules.ufuncs
 
 SETTINGS = settings(max_examples=40, deadline=None, derandomize=True)
-DOCS = pathlib.Path(__file__).resolve().parents[2] / "docs" / "conventions-reductions.md"
 
 
 # -- helpers ----------------------------------------------------------------------------------
@@ -426,14 +424,8 @@ def test_every_matrix_ord(ord_: Any) -> None:
 # -- through the engine ---------------------------------------------------------------------------
 
 
-def _check_grad(f: Any, *args: Any, argnums: Any = 0, rtol: float = 1e-6) -> Any:
-    value, grads = rulekit.value_and_grad(f, argnums=argnums)(*args)
-    assert np.allclose(value, f(*args))
-    nums = (argnums,) if isinstance(argnums, int) else argnums
-    gs = (grads,) if isinstance(argnums, int) else grads
-    for i, g in zip(nums, gs, strict=True):
-        np.testing.assert_allclose(g, fd_grad(f, args, i), rtol=rtol, atol=1e-8)
-    return value
+# the first argument by default; the value to np.allclose's tolerances
+_check_grad = partial(check_grads, argnums=0, value_rtol=1e-5, value_atol=1e-8)
 
 
 def softmax_xent(z: Any, y: Any) -> Any:
@@ -499,8 +491,4 @@ def test_engine_scalar_output_types() -> None:
 
 
 def test_docs_page_code_runs() -> None:
-    blocks = re.findall(r"```python\n(.*?)```", DOCS.read_text(encoding="utf-8"), flags=re.S)
-    assert blocks
-    namespace: dict[str, Any] = {"__name__": "docs_conventions_reductions"}
-    for block in blocks:
-        exec(compile(block, str(DOCS), "exec"), namespace)
+    run_doc_page("docs/conventions-reductions.md")

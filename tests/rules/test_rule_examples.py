@@ -38,6 +38,9 @@ def _cases() -> list[Any]:
 
 CASES = _cases()
 
+# modules all of whose examples dispatch to stateful rules (a StatefulRRule per call)
+STATEFUL_MODULES = ("rules.blas",)
+
 
 def test_every_bundled_rule_has_examples() -> None:
     regs = [r for r in registry.entries() if r.module.split(".")[0] in ("rules", "rulekit")]
@@ -49,3 +52,7 @@ def test_every_bundled_rule_has_examples() -> None:
 def test_rule_example(reg: Registration, ex: Example) -> None:
     report = check_example(reg.f, ex)
     assert report is not None, function_name(reg.f)
+    # (the kit's allocation check already fails a stateful rule that allocates once warm)
+    assert not report.stateful or report.allocations == 0, str(report)
+    if reg.module in STATEFUL_MODULES:
+        assert report.stateful, f"{reg.describe()}: not a stateful rule"

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from fdcheck import fd_grad
+from fdcheck import check_grads, rand
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -35,14 +35,6 @@ SETTINGS = settings(max_examples=25, deadline=None, derandomize=True)
 seeds = st.integers(0, 2**16)
 dtypes = st.sampled_from([np.float64, np.float32, np.complex128])
 shapes = st.lists(st.integers(1, 4), min_size=1, max_size=3).map(tuple)
-
-
-def rand(seed: int, shape: tuple[int, ...], dtype: Any = np.float64) -> Any:
-    rng = np.random.default_rng(seed)
-    x = rng.normal(size=shape)
-    if np.dtype(dtype).kind == "c":
-        x = x + 1j * rng.normal(size=shape)
-    return np.asarray(x, dtype=dtype)
 
 
 @SETTINGS
@@ -137,12 +129,6 @@ def test_trace_dtype_and_triu_of_a_vector() -> None:
 W = rand(9, (4, 3))
 
 
-def _engine(f: Any, x: np.ndarray) -> None:
-    value, grad = rulekit.value_and_grad(f)(x.copy())
-    np.testing.assert_allclose(value, f(x.copy()), rtol=1e-12)
-    np.testing.assert_allclose(grad, fd_grad(f, (x,), 0), rtol=1e-6, atol=1e-8)
-
-
 def gathers(x: Any) -> Any:
     t = np.take(x, [0, 5, 5, -1])
     a = np.take_along_axis(x, np.argsort(x, axis=0), axis=0)
@@ -168,7 +154,7 @@ def diagonals(x: Any) -> Any:
 
 @pytest.mark.parametrize("f", [gathers, selects, diagonals])
 def test_engine_gradients(f: Any) -> None:
-    _engine(f, rand(3, (4, 3)))
+    check_grads(f, rand(3, (4, 3)))
 
 
 def test_select_keyword_default_is_traced() -> None:

@@ -5,12 +5,13 @@ cases at the non-differentiable and extreme points; and the engine on unchanged 
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import numpy as np
 import pytest
 import scipy.special as sp
-from fdcheck import fd_grad
+from fdcheck import check_grads
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -302,12 +303,8 @@ def test_unsupported_keywords_and_dtypes() -> None:
 # -- the engine ---------------------------------------------------------------------------------
 
 
-def assert_grads(f: Callable[..., Any], *args: Any) -> None:
-    argnums = tuple(range(len(args)))
-    value, grads = rulekit.value_and_grad(f, argnums=argnums)(*args)
-    assert np.isclose(value, f(*args))
-    for i, g in enumerate(grads):
-        assert np.allclose(g, fd_grad(f, args, i), rtol=1e-5, atol=1e-7), i
+# every argument; the value to np.isclose's tolerances
+assert_grads = partial(check_grads, rtol=1e-5, atol=1e-7, value_rtol=1e-5, value_atol=1e-8)
 
 
 def test_engine_ufunc_path() -> None:

@@ -5,22 +5,23 @@ edge cases (tails, outside the support, refused arguments) and the engine on use
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import numpy as np
 import pytest
 import scipy.stats as sst
-from fdcheck import fd_grad
+from fdcheck import check_grads, fd_grad
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import rulekit
 import rules
 import rules.stats as S
-from rulekit import CoDual, Example, NoRData, registry, zero_codual
-from rulekit._registry import Registration, function_name
+from rulekit import CoDual, NoRData, registry, zero_codual
+from rulekit._registry import function_name
 from rules.stats_multivariate import SingularCovarianceError
-from testutils import check_example, check_rule
+from testutils import check_rule
 
 assert rules  # numpy's own rules (np.sum, @, ...) for the engine tests
 
@@ -39,23 +40,7 @@ DENSITIES = ("pdf", "logpdf")
 UNIVARIATE = [(d, m) for d in FAMILIES for m in getattr(S, d).methods]
 
 
-# -- the examples attached to the registrations ----------------------------------------------
-
-
-def _cases() -> list[Any]:
-    out = []
-    for mod in ("rules.stats", "rules.stats_multivariate"):
-        for reg in registry.entries(module=mod):
-            exs = reg.examples() if callable(reg.examples) else (reg.examples or [])
-            assert exs, reg.describe()
-            for i, ex in enumerate(exs):
-                out.append(pytest.param(reg, ex, id=f"{function_name(reg.f)}#{i}"))
-    return out
-
-
-@pytest.mark.parametrize(("reg", "ex"), _cases())
-def test_registered_examples(reg: Registration, ex: Example) -> None:
-    check_example(reg.f, ex)
+# -- registration (the examples run in test_rule_examples.py) -----------------------------------
 
 
 def test_every_listed_method_is_registered() -> None:
@@ -282,12 +267,8 @@ def test_special_points() -> None:
 # -- the engine on user code -------------------------------------------------------------------
 
 
-def assert_grads(f: Callable[..., Any], *args: Any, rtol: float = 1e-5) -> None:
-    argnums = tuple(range(len(args)))
-    value, grads = rulekit.value_and_grad(f, argnums=argnums)(*args)
-    assert np.allclose(value, f(*args))
-    for i, g in enumerate(grads):
-        assert np.allclose(g, fd_grad(f, args, i), rtol=rtol, atol=1e-7), i
+# every argument; the value to np.allclose's tolerances
+assert_grads = partial(check_grads, rtol=1e-5, atol=1e-7, value_rtol=1e-5, value_atol=1e-8)
 
 
 def test_engine_univariate() -> None:
