@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import scipy.linalg.blas
 
 from rulekit import (
     Array,
@@ -35,6 +36,22 @@ from rulekit import (
 from rules._blas_common import BlasRule, active, cj
 from rules._matmul_generic import register_generic
 from rules._util import NO_F, NO_R
+
+_GEMM = {"d": scipy.linalg.blas.dgemm, "f": scipy.linalg.blas.sgemm}
+
+
+def _c_ordered_real_2d(g: Any, *arrays: Any) -> bool:
+    """Ȳ and every operand/fdata present: 2-D, C-contiguous, one real float dtype."""
+    if type(g) is not np.ndarray or g.ndim != 2 or g.dtype.char not in _GEMM:
+        return False
+    return (
+        all(
+            x is None or (x.ndim == 2 and x.dtype == g.dtype and x.flags.c_contiguous)
+            for x in arrays
+        )
+        and g.flags.c_contiguous
+    )
+
 
 __all__ = ["MatmulRule", "VdotRule"]
 
@@ -98,8 +115,10 @@ class MatmulRule(BlasRule):
         return x
 
     def _forward(self, a: np.ndarray, b: np.ndarray, am: Any, bm: Any, out: np.ndarray) -> None:
-        if self.kind == "dot":
-            np.dot(a, b, out=out)
+        if self.kind == "dot" and (a.ndim > 2 or b.ndim > 2):
+            np.dot(a, b, out=out)  # (N-d dot is not matmul)
+        elif self.kind == "dot":  # up to 2-D they agree; np.dot copies strided operands
+            np.matmul(a, b, out=out)
         elif self.kind == "outer":
             np.multiply(am, bm, out=out)
         else:
@@ -115,12 +134,20 @@ class MatmulRule(BlasRule):
                 "them (cast the operands first for dtype=)."
             )
         A, B = a.x, b.x
-        am, bm = self._views(A, False), self._views(B, True)
-        shape = _out_shape(am, bm)
-        if shape is None:
-            f.x(A, B)  # numpy's own error for these shapes
-            raise ValueError(f"{self.name}: operands of shapes {A.shape}, {B.shape} do not match")
-        dt = np.result_type(A, B)
+        if (
+            o is None and A.ndim == 2 and B.ndim == 2 and self.kind in ("matmul", "dot")
+            and A.dtype == B.dtype and A.shape[1] == B.shape[0]
+        ):  # fmt: skip
+            am, bm, shape, dt = A, B, (A.shape[0], B.shape[1]), A.dtype  # (the common case)
+        else:
+            am, bm = self._views(A, False), self._views(B, True)
+            shape = _out_shape(am, bm)
+            if shape is None:
+                f.x(A, B)  # numpy's own error for these shapes
+                raise ValueError(
+                    f"{self.name}: operands of shapes {A.shape}, {B.shape} do not match"
+                )
+            dt = np.result_type(A, B)
         state: Any
         if o is not None:
             if not isinstance(o, CoDual):
@@ -168,6 +195,16 @@ class MatmulRule(BlasRule):
     def _adjoint(self, g: Any, am: np.ndarray, a: CoDual, bm: np.ndarray, b: CoDual) -> None:
         da = self._views(a.dx, False) if active(a) else None
         db = self._views(b.dx, True) if active(b) else None
+        if _c_ordered_real_2d(g, am, bm, da, db):
+            # The common case, straight to BLAS (one gemm per adjoint, beta=1 into the
+            # fdata; C-ordered matrices are passed as their F-ordered transposes):
+            # Āᵀ += B·Ȳᵀ,  B̄ᵀ += Ȳᵀ·A.
+            gemm = _GEMM[g.dtype.char]
+            if da is not None:
+                gemm(1.0, bm.T, g.T, beta=1.0, c=da.T, trans_a=1, overwrite_c=1)
+            if db is not None:
+                gemm(1.0, g.T, am.T, beta=1.0, c=db.T, trans_b=1, overwrite_c=1)
+            return
         if am.ndim == 1 and bm.ndim == 1:  # y = Σ a·b: ā += ȳ·conj(b), b̄ += ȳ·conj(a)
             if not isinstance(g, (int, float, complex, np.number)) or g == 0:
                 return

@@ -196,3 +196,13 @@ def test_engine_steady_state_allocates_nothing() -> None:
 
     A, B, x = RNG.normal(size=(5, 4)), RNG.normal(size=(4, 5)), RNG.normal(size=5)
     check_warm_grads(f, A, B, x, rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("dt", [np.float64, np.float32])
+def test_dot_of_a_strided_matrix_allocates_nothing(dt: Any) -> None:
+    # np.dot copies a strided operand internally (16 bytes for these shapes); the rule must
+    # not inherit that: up to 2-D it computes with np.matmul, which reads the strides.
+    rng = np.random.default_rng(0)
+    a = _arr(rng, (3, 2), dt, "S")
+    for b in (_arr(rng, (2,), dt, "C"), _arr(rng, (2, 4), dt, "S")):
+        assert check_rule(np.dot, a, b).allocations == 0
