@@ -134,6 +134,7 @@ class MatmulRule(BlasRule):
                 "them (cast the operands first for dtype=)."
             )
         A, B = a.x, b.x
+        shape: tuple[int, ...] | None
         if (
             o is None and A.ndim == 2 and B.ndim == 2 and self.kind in ("matmul", "dot")
             and A.dtype == B.dtype and A.shape[1] == B.shape[0]

@@ -312,6 +312,6 @@ def _cumprod_cotangent(x: np.ndarray, y: np.ndarray, g: np.ndarray, ax: int) -> 
     return out
 
 
-from rules import extrema, norms, statistics  # noqa: E402  (register the rest of the family)
+from rules import extrema, norms, reductions_scalar, statistics  # noqa: E402  (the family)
 
-assert extrema and norms and statistics
+assert extrema and norms and reductions_scalar and statistics
