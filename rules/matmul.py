@@ -38,6 +38,22 @@ from rules._matmul_generic import register_generic
 from rules._util import NO_F, NO_R
 
 _GEMM = {"d": scipy.linalg.blas.dgemm, "f": scipy.linalg.blas.sgemm}
+_GEMV = {"d": scipy.linalg.blas.dgemv, "f": scipy.linalg.blas.sgemv}
+_GER = {"d": scipy.linalg.blas.dger, "f": scipy.linalg.blas.sger}
+
+
+def _into(target: np.ndarray, result: np.ndarray) -> None:
+    """f2py works in place on a contiguous target of the right dtype; should it ever have
+    made a copy instead, write the result back rather than lose it."""
+    if result is not target and not np.shares_memory(result, target):
+        np.copyto(target, result)
+
+
+def _c_ordered_real(g: Any, *arrays: Any) -> bool:
+    """Ȳ and every operand/fdata present: C-contiguous, of Ȳ's real float dtype."""
+    if type(g) is not np.ndarray or g.dtype.char not in _GEMM or not g.flags.c_contiguous:
+        return False
+    return all(x is None or (x.dtype == g.dtype and x.flags.c_contiguous) for x in arrays)
 
 
 def _c_ordered_real_2d(g: Any, *arrays: Any) -> bool:
@@ -136,10 +152,10 @@ class MatmulRule(BlasRule):
         A, B = a.x, b.x
         shape: tuple[int, ...] | None
         if (
-            o is None and A.ndim == 2 and B.ndim == 2 and self.kind in ("matmul", "dot")
+            o is None and A.ndim == 2 and 1 <= B.ndim <= 2 and self.kind in ("matmul", "dot")
             and A.dtype == B.dtype and A.shape[1] == B.shape[0]
         ):  # fmt: skip
-            am, bm, shape, dt = A, B, (A.shape[0], B.shape[1]), A.dtype  # (the common case)
+            am, bm, shape, dt = A, B, (A.shape[0], *B.shape[1:]), A.dtype  # (the common case)
         else:
             am, bm = self._views(A, False), self._views(B, True)
             shape = _out_shape(am, bm)
@@ -196,15 +212,23 @@ class MatmulRule(BlasRule):
     def _adjoint(self, g: Any, am: np.ndarray, a: CoDual, bm: np.ndarray, b: CoDual) -> None:
         da = self._views(a.dx, False) if active(a) else None
         db = self._views(b.dx, True) if active(b) else None
+        if am.ndim == 2 and bm.ndim == 1 and _c_ordered_real(g, am, bm, da, db):
+            # y = A·b:  Āᵀ += b·ȳᵀ (one ger),  b̄ += Aᵀ·ȳ (one gemv, beta=1).
+            ger, gemv = _GER[g.dtype.char], _GEMV[g.dtype.char]
+            if da is not None:
+                _into(da.T, ger(1.0, bm, g, a=da.T, overwrite_a=1))
+            if db is not None:
+                _into(db, gemv(1.0, am.T, g, beta=1.0, y=db, overwrite_y=1))
+            return
         if _c_ordered_real_2d(g, am, bm, da, db):
             # The common case, straight to BLAS (one gemm per adjoint, beta=1 into the
             # fdata; C-ordered matrices are passed as their F-ordered transposes):
             # Āᵀ += B·Ȳᵀ,  B̄ᵀ += Ȳᵀ·A.
             gemm = _GEMM[g.dtype.char]
             if da is not None:
-                gemm(1.0, bm.T, g.T, beta=1.0, c=da.T, trans_a=1, overwrite_c=1)
+                _into(da.T, gemm(1.0, bm.T, g.T, beta=1.0, c=da.T, trans_a=1, overwrite_c=1))
             if db is not None:
-                gemm(1.0, g.T, am.T, beta=1.0, c=db.T, trans_b=1, overwrite_c=1)
+                _into(db.T, gemm(1.0, g.T, am.T, beta=1.0, c=db.T, trans_b=1, overwrite_c=1))
             return
         if am.ndim == 1 and bm.ndim == 1:  # y = Σ a·b: ā += ȳ·conj(b), b̄ += ȳ·conj(a)
             if not isinstance(g, (int, float, complex, np.number)) or g == 0:
