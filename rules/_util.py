@@ -26,6 +26,7 @@ __all__ = [
     "Numeric",
     "Real",
     "accumulate",
+    "broadcast_shape",
     "fdata",
     "is_inexact_array",
     "new_output",
@@ -62,6 +63,19 @@ def is_inexact_array(y: Any) -> bool:
 def new_output(y: Any) -> CoDual:
     """A CoDual for a freshly computed output: zero fdata for arrays, NoFData for scalars."""
     return CoDual(y, zero_fdata(y))
+
+
+def broadcast_shape(s: tuple[int, ...], t: tuple[int, ...]) -> tuple[int, ...]:
+    """np.broadcast_shapes for two shapes, without its temporary 0-d arrays (an allocation
+    the stateful rules must not make); ValueError if they do not broadcast."""
+    n = max(len(s), len(t))
+    s, t = (1,) * (n - len(s)) + s, (1,) * (n - len(t)) + t
+    out = []
+    for i, j in zip(s, t, strict=True):
+        if i != j and i != 1 and j != 1:
+            raise ValueError(f"shapes {s} and {t} do not broadcast")
+        out.append(j if i == 1 else i)
+    return tuple(out)
 
 
 def unbroadcast(g: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:

@@ -35,7 +35,7 @@ from rulekit import (
 )
 from rules._blas_common import BlasRule, active, cj
 from rules._matmul_generic import register_generic
-from rules._util import NO_F, NO_R
+from rules._util import NO_F, NO_R, broadcast_shape
 
 _GEMM = {"d": scipy.linalg.blas.dgemm, "f": scipy.linalg.blas.sgemm}
 _GEMV = {"d": scipy.linalg.blas.dgemv, "f": scipy.linalg.blas.sgemv}
@@ -81,18 +81,6 @@ def _promote(x: np.ndarray, first: bool) -> np.ndarray:
     return x[None, :] if first else x[:, None]
 
 
-def _broadcast(s: tuple[int, ...], t: tuple[int, ...]) -> tuple[int, ...]:
-    """np.broadcast_shapes for two shapes, without its temporary arrays (ValueError if none)."""
-    n = max(len(s), len(t))
-    s, t = (1,) * (n - len(s)) + s, (1,) * (n - len(t)) + t
-    out = []
-    for i, j in zip(s, t, strict=True):
-        if i != j and i != 1 and j != 1:
-            raise ValueError(f"shapes {s} and {t} do not broadcast")
-        out.append(j if i == 1 else i)
-    return tuple(out)
-
-
 def _out_shape(a: np.ndarray, b: np.ndarray) -> tuple[int, ...] | None:
     """np.matmul's result shape, or None when numpy would raise."""
     if a.ndim == 0 or b.ndim == 0:
@@ -101,7 +89,7 @@ def _out_shape(a: np.ndarray, b: np.ndarray) -> tuple[int, ...] | None:
     if A.shape[-1] != B.shape[-2]:
         return None
     try:
-        batch = _broadcast(A.shape[:-2], B.shape[:-2])
+        batch = broadcast_shape(A.shape[:-2], B.shape[:-2])
     except ValueError:
         return None
     core = (() if a.ndim == 1 else (A.shape[-2],)) + (() if b.ndim == 1 else (B.shape[-1],))
@@ -264,7 +252,7 @@ class MatmulRule(BlasRule):
 
     def _batched_acc(self, t: np.ndarray, x: np.ndarray, y: np.ndarray, name: str) -> None:
         """T += (x @ y) summed over the batch dimensions T was broadcast along."""
-        full_shape = (*_broadcast(x.shape[:-2], y.shape[:-2]), x.shape[-2], y.shape[-1])
+        full_shape = (*broadcast_shape(x.shape[:-2], y.shape[:-2]), x.shape[-2], y.shape[-1])
         full = self.scratch(name, full_shape, t.dtype)
         np.matmul(x, y, out=full)
         if full_shape == t.shape:

@@ -31,7 +31,7 @@ from rules._fused_kernels import (
     scalar_pullback,
     unary_pullback,
 )
-from rules._util import NO_F, NO_R
+from rules._util import NO_F, NO_R, broadcast_shape
 
 __all__ = ["FusedBinary", "FusedUnary"]
 
@@ -283,7 +283,7 @@ class FusedBinary(_Pooled):
         if A.shape == B.shape:
             pair, free = self._take(A, A.shape, A.dtype)
         else:
-            shape = _broadcast_shape(A.shape, B.shape)
+            shape = broadcast_shape(A.shape, B.shape)
             like = A if A.shape == shape else B if B.shape == shape else None
             pair, free = self._take(like, shape, A.dtype)
         y, g = pair.y, pair.g
@@ -349,18 +349,6 @@ class FusedBinary(_Pooled):
 
 
 _POWER = SCALAR["power"]
-
-
-def _broadcast_shape(s: tuple[int, ...], t: tuple[int, ...]) -> tuple[int, ...]:
-    """np.broadcast_shapes for two shapes (which allocates 0-d arrays to find out)."""
-    n = max(len(s), len(t))
-    s, t = (1,) * (n - len(s)) + s, (1,) * (n - len(t)) + t
-    out = []
-    for a, b in zip(s, t, strict=True):
-        if a != b and a != 1 and b != 1:
-            raise ValueError(f"operands could not be broadcast together with shapes {s} {t}")
-        out.append(b if a == 1 else a)
-    return tuple(out)
 
 
 def _weak(c: Any, dtype: np.dtype) -> bool:

@@ -34,6 +34,7 @@ from testutils._trees import (
     perturb,
     same_value,
     shares,
+    tree_map,
     widen,
 )
 
@@ -245,7 +246,7 @@ def _probe_mutated(call: Call) -> frozenset[int]:
             return out
         return clone(v)
 
-    before = [_map_leaves(v, randomize) for v in call.values]
+    before = [tree_map(v, randomize) for v in call.values]
     after = [clone(v) for v in before]
     try:
         call.primal(after)
@@ -253,17 +254,6 @@ def _probe_mutated(call: Call) -> frozenset[int]:
         return frozenset()
     return frozenset(i for i, (a, b) in enumerate(zip(after, before, strict=True))
                      if not same_value(a, b))  # fmt: skip
-
-
-def _map_leaves(x: Any, fn: Any) -> Any:
-    if isinstance(x, tuple):
-        vals = [_map_leaves(e, fn) for e in x]
-        return type(x)(*vals) if hasattr(x, "_fields") else tuple(vals)
-    if isinstance(x, list):
-        return [_map_leaves(e, fn) for e in x]
-    if isinstance(x, dict):
-        return {k: _map_leaves(e, fn) for k, e in x.items()}
-    return fn(x)
 
 
 def _overlapping_view(y: Any, path: tuple[Any, ...]) -> bool:

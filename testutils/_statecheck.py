@@ -15,7 +15,7 @@ from rulekit import Example, NoRData, StatefulRRule, increment, split_tangent
 from testutils._alloc import counting
 from testutils._call import Call, Run
 from testutils._reference import Reference
-from testutils._trees import clone, leaves, same_value, tree_close
+from testutils._trees import clone, leaves, same_value, tree_close, tree_map
 
 if TYPE_CHECKING:
     from testutils._check import _Checker
@@ -120,7 +120,7 @@ def _perturbed(call: Call, seed: int) -> list[Any] | None:
                 return type(v)(v * (1 + size * rng.uniform(-1, 1)))
             return clone(v)
 
-        values = [_map(v, leaf) for v in call.values]
+        values = [tree_map(v, leaf) for v in call.values]
         if all(same_value(v, w) for v, w in zip(values, call.values, strict=True)):
             return None
         try:
@@ -137,17 +137,6 @@ def _is_float(v: Any) -> bool:
     return isinstance(v, (np.ndarray, np.floating, float)) and np.asarray(v).dtype.kind in "fc"
 
 
-def _map(x: Any, fn: Callable[[Any], Any]) -> Any:
-    if isinstance(x, tuple):
-        vals = [_map(e, fn) for e in x]
-        return type(x)(*vals) if hasattr(x, "_fields") else tuple(vals)
-    if isinstance(x, list):
-        return [_map(e, fn) for e in x]
-    if isinstance(x, dict):
-        return {k: _map(e, fn) for k, e in x.items()}
-    return fn(x)
-
-
 def shrink(x: Any) -> Any:
     """Every float array one element shorter along each axis longer than one."""
 
@@ -157,7 +146,7 @@ def shrink(x: Any) -> Any:
             return np.copy(part, order="K")
         return v
 
-    return _map(x, leaf)
+    return tree_map(x, leaf)
 
 
 def _shape_change_args(ck: _Checker, given: Any) -> tuple[Any, Any, str]:

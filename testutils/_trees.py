@@ -26,6 +26,7 @@ __all__ = [
     "same_value",
     "shares",
     "tree_close",
+    "tree_map",
 ]
 
 _EMPTY = (NoTangent, NoFData, NoRData)
@@ -53,14 +54,15 @@ def leaves(x: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[tuple[Any, ...]
         yield path, x
 
 
-def _rebuild(x: Any, fn: Callable[[Any], Any]) -> Any:
+def tree_map(x: Any, fn: Callable[[Any], Any]) -> Any:
+    """`fn` applied to every leaf of a value tree (tuples, NamedTuples, lists, dicts kept)."""
     if isinstance(x, tuple):
-        vals = [_rebuild(e, fn) for e in x]
+        vals = [tree_map(e, fn) for e in x]
         return type(x)(*vals) if hasattr(x, "_fields") else tuple(vals)
     if isinstance(x, list):
-        return [_rebuild(e, fn) for e in x]
+        return [tree_map(e, fn) for e in x]
     if isinstance(x, dict):
-        return {k: _rebuild(e, fn) for k, e in x.items()}
+        return {k: tree_map(e, fn) for k, e in x.items()}
     return fn(x)
 
 
@@ -106,7 +108,7 @@ def clone(x: Any, dtype_map: dict[Any, Any] | None = None) -> Any:
             return v if wide is None else wide(v)
         return v
 
-    return _rebuild(x, leaf)
+    return tree_map(x, leaf)
 
 
 def widen(x: Any) -> Any:
