@@ -186,7 +186,14 @@ def traced_call(
         kwargs, out_t = _kwargs(f, kwargs, reads)
 
     try:
-        site = _site(tape, f, primals, None if out_t is None else out_t.cd.x)
+        key = fast_key(f, primals, None if out_t is None else out_t.cd.x)
+        pos = tape.pos
+        tape.pos = pos + 1
+        sites = tape.sites
+        if pos < len(sites) and sites[pos].key == key:  # (the hot path: `_site` inlined)
+            site = sites[pos]
+        else:
+            site = _new_site(sites, pos, key, f, primals, None if out_t is None else out_t.cd.x)
     except MissingRuleError as missing:
         if fallback is None:
             raise
@@ -213,7 +220,7 @@ def traced_call(
     y, pullback = site.rule(site.fcd, *cds, **kwargs)
     x = y.x
     if out_t is not None and x is out_t.cd.x:
-        rec = Record(f, site, pullback, None, in_slots, tuple(reads), (out_t.slot,))
+        rec = Record(f, site, pullback, None, in_slots, reads, (out_t.slot,))
         tape.records.append(rec)
         return out_t
     if type(x) is np.ndarray and type(y.dx) is np.ndarray:  # a traced array: the common case
@@ -224,20 +231,15 @@ def traced_call(
         writes: tuple[int, ...] = (slot,)
     else:
         result, out_slot, writes = wrap_output(tape, y)
-    tape.records.append(Record(f, site, pullback, out_slot, in_slots, tuple(reads), writes))
+    tape.records.append(Record(f, site, pullback, out_slot, in_slots, reads, writes))
     return result
 
 
-def _site(tape: Tape, f: Any, primals: list[Any], out: Any) -> Site:
-    """The call site's rule, reused when the dispatch key matches the last evaluation."""
-    key = fast_key(f, primals, out)
-    pos = tape.pos
-    tape.pos = pos + 1
-    sites = tape.sites
-    if pos < len(sites):
-        site = sites[pos]
-        if site.key == key:
-            return site
+def _new_site(sites: list[Site], pos: int, key: Any, f: Any, primals: list[Any], out: Any) -> Site:
+    """Call position `pos` saw another dispatch key last time (or none): look up its rule.
+
+    (A site whose key matches the last evaluation's is reused by `traced_call` directly.)
+    """
     try:
         sig, reg = registry.lookup_call(f, primals, out)
         rule = reg.impl(sig) if reg.kind == "factory" else reg.impl

@@ -240,7 +240,12 @@ def fast_key(f: Any, args: Sequence[Any], out: Any = None) -> tuple[Any, ...]:
     its dtype and ndim, any other value its type (a dtype is never a type, so the
     tuple reads back unambiguously). `out` is the `out=` array or None.
     """
-    if len(args) == 2 and out is None:  # the common case, without building a list
+    n = len(args)
+    if n == 1 and out is None:
+        a = args[0]
+        if type(a) is _ndarray:
+            return (f, a.dtype, a.ndim)
+    elif n == 2 and out is None:  # the common cases, without building a list
         a, b = args
         ta, tb = type(a), type(b)
         if ta is _ndarray:

@@ -63,7 +63,7 @@ class Record:
         pullback: Any,
         out_slot: Any,
         in_slots: Any,
-        reads: tuple[int, ...],
+        reads: list[int],
         writes: tuple[int, ...],
     ) -> None:
         self.f = f

@@ -37,6 +37,8 @@ __all__ = [
     "plan",
     "reject_traced_scalars",
     "safe_div",
+    "simple_call",
+    "split_lanes",
     "where_mask",
 ]
 
@@ -150,6 +152,72 @@ def plan(axis: Any, shape: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int,
     if len(_PLANS) > 4096:
         _PLANS.clear()
     result = _PLANS[axis, shape] = (axes, kept_shape(shape, axes))
+    return result
+
+
+_F64, _F32 = np.dtype(np.float64), np.dtype(np.float32)
+_NULLS = ((NO_R, NO_R), (NO_R, NO_R, NO_R))
+
+
+def simple_call(
+    X: Any, args: Sequence[CoDual], kwargs: dict[str, Any]
+) -> tuple[int | None, bool, tuple[Any, ...]] | None:
+    """`(axis, keepdims, nulls)` of the calls the reductions' fast paths take, else None.
+
+    Those are `f(X)`, `f(X, axis)`, `f(X, axis=a)`, each with or without a bool
+    `keepdims=`, for a non-empty float32/float64 ndarray `X` (not 0-d) and an
+    `axis` that is None or an in-range int (returned non-negative). Anything
+    else (tuples of axes, `dtype=`, `where=`, an out-of-range axis, which numpy
+    then rejects) is for the general code.
+    """
+    dt = X.dtype if type(X) is np.ndarray else None
+    if (dt is not _F64 and dt is not _F32) or not X.ndim or not X.size:
+        return None
+    nk = len(kwargs)
+    if args:
+        if len(args) > 1 or (nk and "axis" in kwargs):
+            return None
+        axis = args[0].x
+    else:
+        axis = kwargs.get("axis")
+        if axis is not None or "axis" in kwargs:
+            nk -= 1
+    keepdims: Any = False
+    if nk:
+        keepdims = kwargs.get("keepdims")
+        if nk > 1 or (keepdims is not True and keepdims is not False):
+            return None
+    if axis is not None:
+        if type(axis) is not int:
+            return None
+        nd = X.ndim
+        if axis < 0:
+            axis += nd
+            if axis < 0:
+                return None
+        elif axis >= nd:
+            return None
+    return axis, keepdims, _NULLS[len(args)]
+
+
+_LANES: dict[tuple[tuple[int, ...], int], tuple[int, int, int]] = {}
+
+
+def split_lanes(shape: tuple[int, ...], axis: int) -> tuple[int, int, int]:
+    """`(pre, n, post)`: a C-ordered array of `shape` as lanes `[p, :, q]` along `axis`."""
+    try:
+        return _LANES[shape, axis]
+    except KeyError:
+        pass
+    pre = post = 1
+    for i, m in enumerate(shape):
+        if i < axis:
+            pre *= m
+        elif i > axis:
+            post *= m
+    if len(_LANES) > 4096:
+        _LANES.clear()
+    result = _LANES[shape, axis] = (pre, shape[axis], post)
     return result
 
 

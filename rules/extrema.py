@@ -26,9 +26,13 @@ from rules._reduce import (
     expand,
     forward,
     option,
+    output,
     plan,
+    simple_call,
+    split_lanes,
     where_mask,
 )
+from rules._reduce_kernels import extremum_all, extremum_lanes
 
 __all__ = ["extremum_rrule", "tie_split"]
 
@@ -78,6 +82,8 @@ def _examples(fn: Any) -> list[Example]:
         example(t, axis=1, keepdims=True),
         example(x, 0, where=np.array([True, True, False, True]), initial=0.3),
         example(x.astype(np.float32), (0, -1)),
+        example(t.astype(np.float32), -1),  # the fast path: a kernel pullback ...
+        example(np.asfortranarray(t), axis=0, keepdims=False),  # ... numpy's (F order)
     ]
 
 
@@ -89,6 +95,18 @@ def _register(fn: Any) -> None:
 
 def extremum_rrule(f: CoDual, x: CoDual, *args: CoDual, **kwargs: Any) -> tuple[CoDual, Any]:
     """y = max (or min) of x over `axis` ⇒ x̄ += w·ȳ, w = 1/#ties on the elements equal to y."""
+    reduce = _REDUCE.get(f.x)
+    if reduce is not None:
+        simple = simple_call(x.x, args, kwargs)
+        if simple is not None:
+            return _extremum_simple(reduce, x, *simple)
+    return _extremum_general(f, x, args, kwargs)
+
+
+def _extremum_general(
+    f: CoDual, x: CoDual, args: tuple[CoDual, ...], kwargs: dict[str, Any]
+) -> tuple[CoDual, Any]:
+    """extremum_rrule for every call: numpy's function forward, `tie_split` back."""
     y, out, none, o = forward(f, x, args, kwargs, _NAMES)
     if o is None:
         return out, lambda dy: none
@@ -105,6 +123,55 @@ def extremum_rrule(f: CoDual, x: CoDual, *args: CoDual, **kwargs: Any) -> tuple[
         return none
 
     return out, extremum_pullback
+
+
+_REDUCE = {
+    np.max: np.maximum.reduce,
+    np.amax: np.maximum.reduce,
+    np.min: np.minimum.reduce,
+    np.amin: np.minimum.reduce,
+}
+_SCALARS = (np.float64, np.float32, float)
+
+
+def _extremum_simple(
+    reduce: Any, x: CoDual, axis: int | None, keepdims: bool, none: tuple[Any, ...]
+) -> tuple[CoDual, Any]:
+    """max/min of a float32/float64 array over one axis or all (`simple_call`).
+
+    Forward: the ufunc reduction np.max/np.min call. Back: the tie-splitting
+    kernels of `rules._reduce_kernels` for C-contiguous x and x̄, else `tie_split`.
+    """
+    X = x.x
+    y = reduce(X, axis, None, None, keepdims)  # what np.max / np.min compute
+    out = output(y)
+
+    def extremum_simple_pullback(dy: Any) -> tuple[Any, ...]:
+        dx = x.dx
+        if dx is None:
+            return none
+        array = type(y) is np.ndarray
+        g = out.dx if array else dy
+        if X.flags.c_contiguous and dx.flags.c_contiguous and (array or type(g) in _SCALARS):
+            if axis is not None:
+                pre, n, post = split_lanes(X.shape, axis)
+                lanes = (pre, n, post)
+                extremum_lanes(
+                    X.reshape(lanes), y.reshape(pre, post), g.reshape(pre, post), dx.reshape(lanes)
+                )
+            elif array:
+                extremum_lanes(
+                    X.reshape(1, -1, 1), y.reshape(1, 1), g.reshape(1, 1), dx.reshape(1, -1, 1)
+                )
+            else:
+                extremum_all(X.reshape(-1), float(y), float(g), dx.reshape(-1))
+            return none
+        axes, kshape = plan(axis, X.shape)
+        hit, count = tie_split(X, expand(y, kshape), axes)
+        np.add(dx, expand(g, kshape) / count, out=dx, where=hit)
+        return none
+
+    return out, extremum_simple_pullback
 
 
 for _fn in (np.max, np.min, np.amax, np.amin, np.nanmax, np.nanmin):

@@ -45,7 +45,11 @@ _GER = {"d": scipy.linalg.blas.dger, "f": scipy.linalg.blas.sger}
 def _into(target: np.ndarray, result: np.ndarray) -> None:
     """f2py works in place on a contiguous target of the right dtype; should it ever have
     made a copy instead, write the result back rather than lose it."""
-    if result is not target and not np.shares_memory(result, target):
+    if (
+        result is not target
+        and result.base is not target.base
+        and not np.shares_memory(result, target)
+    ):
         np.copyto(target, result)
 
 
@@ -107,6 +111,8 @@ class MatmulRule(BlasRule):
         super().__init__()
         self.kind = kind
         self.name = _NAMES[kind]
+        self._pairs: dict[Any, list[tuple[np.ndarray, np.ndarray]]] = {}
+        self._direct = kind in ("matmul", "dot")
 
     def _views(self, x: Any, second: bool) -> Any:
         """The matmul operand (or its fdata) that `kind` makes of argument x."""
@@ -129,6 +135,10 @@ class MatmulRule(BlasRule):
             np.matmul(am, bm, out=out)
 
     def __call__(self, f: CoDual, a: CoDual, b: CoDual, **kwargs: Any) -> tuple[CoDual, Any]:
+        if not kwargs and self._direct:
+            fast = self._direct_blas(a, b)
+            if fast is not None:
+                return fast
         o = kwargs.pop("out", None)
         if isinstance(o, tuple):
             o = o[0]
@@ -196,6 +206,74 @@ class MatmulRule(BlasRule):
             return (NO_R, NO_R, NO_R)
 
         return y, matmul_pullback
+
+    def _direct_blas(self, a: CoDual, b: CoDual) -> tuple[CoDual, Any] | None:
+        """The hot case, decided once in the forward pass: Y = A·B or y = A·b for C-ordered
+        real float operands (and fdata), non-empty. The output and its fdata are a pooled
+        pair (the fdata zero whenever it is in the pool); the pullback is two BLAS calls
+        straight into the fdata (C-ordered matrices go to BLAS as their F-ordered
+        transposes), then clears Ȳ and returns the pair:
+
+            matrix:  Āᵀ += B·Ȳᵀ (gemm),  B̄ᵀ += Ȳᵀ·A (gemm)
+            vector:  Āᵀ += b·ȳᵀ (ger),   b̄ += Aᵀ·ȳ (gemv)
+
+        Returns None when the call is not of this kind (the general path handles it).
+        """
+        A, B = a.x, b.x
+        if type(A) is not np.ndarray or type(B) is not np.ndarray or A.ndim != 2:
+            return None
+        dt = A.dtype
+        ch = dt.char
+        if ch not in _GEMM or B.dtype != dt or not (A.flags.c_contiguous and B.flags.c_contiguous):
+            return None
+        da, db = a.dx, b.dx
+        if type(da) is not np.ndarray:
+            da = None
+        elif not (da.flags.c_contiguous and da.dtype == dt):
+            return None
+        if type(db) is not np.ndarray:
+            db = None
+        elif not (db.flags.c_contiguous and db.dtype == dt):
+            return None
+        m, k = A.shape
+        if B.ndim == 2:
+            if B.shape[0] != k:
+                return None
+            shape: tuple[int, ...] = (m, B.shape[1])
+        elif B.ndim == 1 and B.shape[0] == k:
+            shape = (m,)
+        else:
+            return None
+        if not (m and k and shape[-1]):
+            return None
+        key = (shape, ch)
+        free = self._pairs.get(key)
+        if free is None:
+            free = self._pairs[key] = []
+        y, g = free.pop() if free else (np.empty(shape, dt), np.zeros(shape, dt))
+        np.matmul(A, B, out=y)
+        live = [True]
+
+        def matmul_pullback(dy: Any) -> tuple[Any, ...]:
+            if not live:
+                raise RuntimeError(f"{self.name}: pullback called twice")
+            live.clear()
+            if len(shape) == 2:
+                gemm = _GEMM[ch]
+                if da is not None:
+                    _into(da.T, gemm(1.0, B.T, g.T, 1.0, da.T, 1, 0, 1))
+                if db is not None:
+                    _into(db.T, gemm(1.0, g.T, A.T, 1.0, db.T, 0, 1, 1))
+            else:
+                if da is not None:
+                    _into(da.T, _GER[ch](1.0, B, g, a=da.T, overwrite_a=1))
+                if db is not None:
+                    _into(db, _GEMV[ch](1.0, A.T, g, beta=1.0, y=db, overwrite_y=1))
+            g.fill(0)
+            free.append((y, g))
+            return (NO_R, NO_R, NO_R)
+
+        return CoDual(y, g), matmul_pullback
 
     def _adjoint(self, g: Any, am: np.ndarray, a: CoDual, bm: np.ndarray, b: CoDual) -> None:
         da = self._views(a.dx, False) if active(a) else None

@@ -32,6 +32,7 @@ from rules._reduce import (
     lane_count,
     option,
     plan,
+    simple_call,
     where_mask,
 )
 from rules._util import NO_F, NO_R, scalar_rdata
@@ -57,6 +58,7 @@ def _sum_examples() -> list[Example]:
         example(x, (0, -1), None, None, True, 0.5),  # positional initial: initial̄ = Σȳ
         example(x + 1j * x[::-1], 1, where=np.array([True, False, True, True])),
         example(x.astype(np.float32), axis=-1, dtype=np.float64, initial=2.0),
+        example(x, -1, keepdims=True),  # the fast path (an int axis, keepdims)
     ]
 
 
@@ -76,8 +78,12 @@ def sum_rrule(f: CoDual, x: CoDual, *args: CoDual, **kwargs: Any) -> tuple[CoDua
     nansum: NaNs count as 0, so NaN positions get a zero cotangent.
     """
     fn = f.x
-    if not args and not kwargs and fn is np.sum and x.x.dtype.kind == "f":
-        return _sum_all(x)  # the common `np.sum(x)`: no options to bind
+    if fn is np.sum:
+        if not args and not kwargs and x.x.dtype.kind == "f":
+            return _sum_all(x)  # the common `np.sum(x)`: no options to bind
+        simple = simple_call(x.x, args, kwargs)
+        if simple is not None:
+            return _sum_simple(x, *simple)
     _, out, none, o = forward(f, x, args, kwargs, _SUM, allowed=("initial",))
     if o is None:
         return out, lambda dy: none
@@ -105,11 +111,12 @@ def sum_rrule(f: CoDual, x: CoDual, *args: CoDual, **kwargs: Any) -> tuple[CoDua
 
 
 _NULLS_1 = (NO_R, NO_R)
+_ADD_REDUCE: Any = np.add.reduce
 
 
 def _sum_all(x: CoDual) -> tuple[CoDual, Any]:
     """y = Σ x (a real array, no options) ⇒ x̄ += ȳ everywhere."""
-    y = np.sum(x.x)
+    y = _ADD_REDUCE(x.x, None)  # what np.sum(x) computes, without its Python layers
 
     def sum_all_pullback(dy: Any) -> tuple[Any, ...]:
         if x.dx is not None:
@@ -119,6 +126,34 @@ def _sum_all(x: CoDual) -> tuple[CoDual, Any]:
     return CoDual(y, NO_F), sum_all_pullback
 
 
+def _sum_simple(
+    x: CoDual, axis: int | None, keepdims: bool, none: tuple[Any, ...]
+) -> tuple[CoDual, Any]:
+    """`np.sum(x, axis, keepdims=)` of a float32/float64 array (`simple_call`): as sum_rrule."""
+    X = x.x
+    y = _ADD_REDUCE(X, axis, None, None, keepdims)  # what np.sum computes
+    if type(y) is not np.ndarray:
+        return CoDual(y, NO_F), _sum_pullback(x, None, None, none)
+    g = np.zeros(y.shape, y.dtype)
+    kshape = None if keepdims else plan(axis, X.shape)[1]
+    return CoDual(y, g), _sum_pullback(x, g, kshape, none)
+
+
+def _sum_pullback(x: CoDual, g: Any, kshape: Any, none: tuple[Any, ...]) -> Any:
+    """x̄ += ȳ broadcast back (ȳ: the array output's fdata `g`, else the pullback's `dy`)."""
+
+    def sum_simple_pullback(dy: Any) -> tuple[Any, ...]:
+        dx = x.dx
+        if dx is not None:
+            if g is None:
+                add(x, dy)
+            else:
+                dx += g if kshape is None else g.reshape(kshape)
+        return none
+
+    return sum_simple_pullback
+
+
 def _mean_examples() -> list[Example]:
     x = _rng(2).normal(size=(2, 3, 4))
     return [
@@ -126,6 +161,7 @@ def _mean_examples() -> list[Example]:
         example(x, (0, 2), keepdims=True),
         example(x[0] - 2j * x[1], axis=-1, where=np.array([True, False, True, True])),
         example(x.astype(np.float32), 1, np.float64),  # positional dtype
+        example(x.astype(np.float32), axis=-2),  # the fast path (an int axis)
     ]
 
 
@@ -143,6 +179,10 @@ def mean_rrule(f: CoDual, x: CoDual, *args: CoDual, **kwargs: Any) -> tuple[CoDu
     nanmean: N counts the non-NaN elements; NaN positions get a zero cotangent,
     and an all-NaN lane (y = NaN, with numpy's warning) gives its lane zeros.
     """
+    if f.x is np.mean:
+        simple = simple_call(x.x, args, kwargs)
+        if simple is not None:
+            return _mean_simple(x, *simple)
     _, out, none, o = forward(f, x, args, kwargs, _MEAN)
     if o is None:
         return out, lambda dy: none
@@ -168,6 +208,36 @@ def mean_rrule(f: CoDual, x: CoDual, *args: CoDual, **kwargs: Any) -> tuple[CoDu
         return none
 
     return out, mean_pullback
+
+
+def _mean_simple(
+    x: CoDual, axis: int | None, keepdims: bool, none: tuple[Any, ...]
+) -> tuple[CoDual, Any]:
+    """`np.mean(x, axis, keepdims=)` of a float32/float64 array (`simple_call`): as mean_rrule.
+
+    The forward pass is numpy's `_mean` (a sum divided by the count as an intp).
+    """
+    X = x.x
+    shape = X.shape
+    axes, kshape = plan(axis, shape)
+    n = lane_count(shape, axes, None)
+    s = _ADD_REDUCE(X, axis, None, None, keepdims)
+    if type(s) is np.ndarray:
+        y = np.true_divide(s, np.intp(n), out=s, casting="unsafe", subok=False)
+        g = np.zeros(y.shape, y.dtype)
+    else:
+        y, g = s.dtype.type(s / np.intp(n)), None
+
+    def mean_simple_pullback(dy: Any) -> tuple[Any, ...]:
+        dx = x.dx
+        if dx is not None:
+            if g is None:
+                add(x, dy / n)
+            else:
+                dx += g.reshape(kshape) / n
+        return none
+
+    return CoDual(y, NO_F if g is None else g), mean_simple_pullback
 
 
 # -- prod -----------------------------------------------------------------------------------

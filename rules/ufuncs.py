@@ -310,5 +310,6 @@ _register(np.sinc, _sinc, Inexact, "any", quiet=True)
 
 from rules import ufuncs_binary as _ufuncs_binary  # noqa: E402, F401  (binary ufuncs)
 from rules import ufuncs_fused as _ufuncs_fused  # noqa: E402, F401  (the allocation-free hot path)
+from rules import ufuncs_inplace as _ufuncs_inplace  # noqa: E402, F401  (z += w, out= forms)
 from rules import ufuncs_misc as _ufuncs_misc  # noqa: E402, F401  (parts, clip, where, flat)
 from rules import ufuncs_scalar as _ufuncs_scalar  # noqa: E402, F401  (scalar arithmetic)

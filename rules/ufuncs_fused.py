@@ -23,6 +23,7 @@ import numpy as np
 
 import rulekit
 from rulekit import Array, CoDual, NoRData, StatefulRRule
+from rules._fused_bcast_kernels import col_pullback, row_pullback
 from rules._fused_kernels import (
     BINARY,
     SCALAR,
@@ -51,7 +52,7 @@ def _flat(a: np.ndarray) -> np.ndarray:
 class _Pair:
     """A pooled output and its fdata (zero whenever it is in the pool), with flat views."""
 
-    __slots__ = ("flat_g", "flat_y", "g", "y")
+    __slots__ = ("flat_g", "flat_y", "g", "plan", "y")
 
     def __init__(self, like: np.ndarray, shape: tuple[int, ...], dtype: np.dtype) -> None:
         # numpy's layout: F order for an F-ordered (not C-ordered) operand, else C order
@@ -65,6 +66,8 @@ class _Pair:
         self.y = np.empty(shape, dtype, order=order)
         self.g = np.zeros(shape, dtype, order=order)
         self.flat_y, self.flat_g = _flat(self.y), _flat(self.g)
+        # the broadcast kernel's arguments for the last operands (see `FusedBinary._arrays`)
+        self.plan: tuple[Any, ...] | None = None
 
 
 class _Pooled(StatefulRRule):
@@ -80,6 +83,7 @@ class _Pooled(StatefulRRule):
     def __init__(self) -> None:
         super().__init__()
         self._pairs: dict[Any, list[_Pair]] = {}
+        self._zerod: dict[str, np.ndarray] = {}  # (`_scalar0`: one kept 0-d array per dtype)
 
     def _take(self, like: Any, shape: tuple[int, ...], dtype: np.dtype) -> tuple[_Pair, Any]:  # type: ignore[override]
         key = (shape, like.strides if like is not None else None, dtype.char)
@@ -105,7 +109,9 @@ class _Pooled(StatefulRRule):
 
     def _scalar0(self, c: Any, dtype: np.dtype) -> np.ndarray:
         """A 0-d operand holding `c` (a Python number as an operand would allocate one)."""
-        s = self.scratch(f"scalar{dtype.char}", (), dtype)
+        s = self._zerod.get(dtype.char)
+        if s is None:
+            s = self._zerod[dtype.char] = np.empty((), dtype)
         s.fill(c)
         return s
 
@@ -202,6 +208,7 @@ class FusedBinary(_Pooled):
         super().__init__()
         self.uf, self.fallback = uf, fallback
         name = uf.__name__
+        self._shapes: dict[tuple[Any, Any], tuple[int, ...]] = {}
         self.op_scalar = SCALAR.get(name)
         self.op_rscalar = SCALAR.get("r" + name, SCALAR.get(name))  # c ∘ x
         if name == "power":
@@ -280,16 +287,33 @@ class FusedBinary(_Pooled):
 
     def _arrays(self, a: CoDual, b: CoDual) -> tuple[CoDual, Any]:
         A, B = a.x, b.x
-        if A.shape == B.shape:
-            pair, free = self._take(A, A.shape, A.dtype)
+        sa, sb = A.shape, B.shape
+        if sa == sb:
+            pair, free = self._take(A, sa, A.dtype)
         else:
-            shape = broadcast_shape(A.shape, B.shape)
-            like = A if A.shape == shape else B if B.shape == shape else None
+            shape = self._shapes.get((sa, sb))
+            if shape is None:
+                if len(self._shapes) > 64:
+                    self._shapes.clear()
+                shape = self._shapes[sa, sb] = broadcast_shape(sa, sb)
+            like = A if sa == shape else B if sb == shape else None
             pair, free = self._take(like, shape, A.dtype)
         y, g = pair.y, pair.g
         self.uf(A, B, out=y)
         op = self.op_array
         state = [pair]
+        if sa != sb:
+            da, db = a.dx, b.dx
+            # The plan holds views of these very arrays, so while it is cached they stay
+            # alive: the same objects with the same shapes have the same memory layout.
+            p = pair.plan
+            if not (
+                p is not None and p[0] is A and p[1] is B and p[2] is da and p[3] is db
+                and p[4] == sa and p[5] == sb
+            ):  # fmt: skip
+                p = pair.plan = (A, B, da, db, sa, sb, _bcast_plan(A, B, y, g, da, db))
+            if p[6] is not None:
+                return CoDual(y, g), self._bcast_pullback(p[6], op, pair, free, state)
 
         def fused_binary_pullback(dy: Any) -> tuple[Any, Any, Any]:
             if not state:
@@ -324,6 +348,22 @@ class FusedBinary(_Pooled):
 
         return CoDual(y, g), fused_binary_pullback
 
+    def _bcast_pullback(
+        self, plan: tuple[Any, ...], op: Any, pair: _Pair, free: list[_Pair], state: list[Any]
+    ) -> Any:
+        """The pullback through a row/column kernel (`rules._fused_bcast_kernels`)."""
+        kernel, sf, F, S, Y, G, dF, dS, want_f, want_s = plan
+
+        def fused_bcast_pullback(dy: Any) -> tuple[Any, Any, Any]:
+            if not state:
+                raise _twice()
+            kernel(op, sf, F, S, Y, G, dF, dS, want_f, want_s)
+            state.clear()
+            free.append(pair)
+            return NO_R, NO_R, NO_R
+
+        return fused_bcast_pullback
+
     def _broadcast_pullback(self, A: Any, B: Any, y: Any, g: Any, da: Any, db: Any) -> None:
         """The same adjoints through numpy and scratch buffers (broadcasting, odd layouts)."""
         name = self.uf.__name__
@@ -349,6 +389,47 @@ class FusedBinary(_Pooled):
 
 
 _POWER = SCALAR["power"]
+
+
+def _bcast_plan(A: Any, B: Any, y: Any, g: Any, da: Any, db: Any) -> tuple[Any, ...] | None:
+    """Arguments for a row/column broadcast kernel, or None when the call is not of that kind.
+
+    One operand F has the output's shape; the other, S, is a row (shape (…, 1, n), the
+    output read as rows of n) or a column (shape (m, 1) against a 2-D (m, n) output).
+    Everything C-contiguous, fdata laid out like its primal.
+    """
+    if A.shape == y.shape:
+        F, dF, S, dS, sf = A, da, B, db, False
+    elif B.shape == y.shape:
+        F, dF, S, dS, sf = B, db, A, da, True
+    else:
+        return None
+    if not (y.size and y.flags.c_contiguous and F.flags.c_contiguous and S.flags.c_contiguous):
+        return None
+    if dF is not None and not (dF.flags.c_contiguous and dF.dtype == y.dtype):
+        return None
+    if dS is not None and not (dS.flags.c_contiguous and dS.dtype == y.dtype):
+        return None
+    n = y.shape[-1]
+    if S.ndim and S.shape[-1] == n and S.size == n:
+        kernel, rows = row_pullback, (-1, n)
+    elif y.ndim == 2 and S.shape == (y.shape[0], 1):
+        kernel, rows = col_pullback, y.shape
+    else:
+        return None
+    Y2 = y.reshape(rows)
+    return (  # (an inactive operand's fdata slot gets a writable pooled dummy, never written)
+        kernel,
+        sf,
+        F.reshape(rows),
+        S.reshape(-1),
+        Y2,
+        g.reshape(rows),
+        Y2 if dF is None else dF.reshape(rows),
+        Y2.reshape(-1) if dS is None else dS.reshape(-1),
+        dF is not None,
+        dS is not None,
+    )
 
 
 def _weak(c: Any, dtype: np.dtype) -> bool:

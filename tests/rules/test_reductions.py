@@ -15,11 +15,13 @@ from typing import Any
 
 import numpy as np
 import pytest
-from fdcheck import check_grads, fd_grad, run_doc_page
+from fdcheck import check_grads, fd_grad, layout_array, run_doc_page
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import rulekit
+import rules._reduce
+import rules.extrema
 import rules.reductions
 import rules.ufuncs  # the elementwise operations of the engine tests
 from rulekit import CoDual, NoRData, zero_codual
@@ -183,6 +185,182 @@ def test_matrix_norms(m: int, n: int, batch: tuple[int, ...], seed: int) -> None
         check_rule(np.linalg.norm, a, kwargs={"ord": ord_, "axis": (0, -1), "keepdims": True})
         check_rule(np.linalg.norm, c, kwargs={"ord": ord_})
         check_rule(np.linalg.norm, a.astype(np.float32), kwargs={"ord": ord_, "axis": (-1, 0)})
+
+
+# -- fast paths: an int axis or None, keepdims, float32/float64 (rules._reduce.simple_call) --------
+
+FAST_FNS = (np.sum, np.mean, np.max, np.min, np.amax, np.amin)
+
+
+def _run_rule(f: Any, x: np.ndarray, args: tuple[Any, ...], kw: dict[str, Any], seed: int) -> Any:
+    """(y, x̄, rdata) of the registered rule: x̄ pre-seeded, a random ȳ."""
+    rng = np.random.default_rng(seed)
+    cx = CoDual(x, rng.normal(size=x.shape).astype(x.dtype))
+    y, pb = rulekit.rrule(zero_codual(f), cx, *[CoDual(a) for a in args], **kw)
+    if isinstance(y.x, np.ndarray):
+        y.dx[...] = rng.normal(size=y.x.shape)
+        rdata = pb(NoRData())
+    else:
+        rdata = pb(type(y.x)(rng.normal()))
+    return y.x, cx.dx, rdata
+
+
+def _assert_identical(a: Any, b: Any) -> None:
+    assert type(a) is type(b)
+    assert np.asarray(a).dtype == np.asarray(b).dtype and np.shape(a) == np.shape(b)
+    assert np.array_equal(a, b, equal_nan=True)
+    assert np.array_equal(np.signbit(a), np.signbit(b))
+
+
+def _assert_fast_is_general(
+    f: Any, x: np.ndarray, axis: Any, keepdims: Any, positional: bool, seed: int
+) -> None:
+    """The fast call and the same call spelled with a tuple axis (the general code) agree
+    bit for bit: output (type, dtype, shape, values), x̄ and rdata."""
+    kw = {} if keepdims is None else {"keepdims": keepdims}
+    args: tuple[Any, ...] = ()
+    if positional:
+        args = (axis,)
+    elif axis is not None or seed % 2:
+        kw["axis"] = axis
+    gkw = {**kw, "axis": tuple(range(x.ndim)) if axis is None else (axis,)}
+    assert rules._reduce.simple_call(x, [CoDual(a) for a in args], kw) is not None
+    assert rules._reduce.simple_call(x, [], gkw) is None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # (NaN lanes)
+        want = f(x, *args, **kw)
+    y, dx, rdata = _run_rule(f, x, args, kw, seed)
+    gy, gdx, grdata = _run_rule(f, x, (), gkw, seed)
+    _assert_identical(y, want)
+    _assert_identical(y, gy)
+    _assert_identical(dx, gdx)
+    assert len(rdata) == 2 + len(args) and len(grdata) == 2
+    assert all(isinstance(r, NoRData) for r in rdata + grdata)
+
+
+@st.composite
+def fast_call(draw: Any) -> tuple[np.ndarray, Any, Any, bool, int]:
+    """(x, axis, keepdims, positional, seed): ties, NaNs and −0.0 in some lanes, any layout."""
+    ndim = draw(st.integers(1, 3))
+    shape = tuple(draw(st.lists(st.integers(1, 4), min_size=ndim, max_size=ndim)))
+    seed = draw(seeds)
+    rng = np.random.default_rng(seed)
+    x = layout_array(rng, shape, draw(real_dtypes), draw(st.sampled_from("CFS")))
+    if draw(st.booleans()):
+        x[...] = rng.integers(-2, 3, size=shape)  # many ties
+    if draw(st.booleans()):
+        x[rng.random(shape) < 0.2] = -0.0
+    if draw(st.booleans()):
+        x[rng.random(shape) < 0.15] = np.nan
+    axis = draw(st.one_of(st.none(), st.integers(-ndim, ndim - 1)))
+    keepdims = draw(st.sampled_from([None, False, True]))
+    positional = axis is not None and draw(st.booleans())
+    return x, axis, keepdims, positional, seed
+
+
+@SETTINGS
+@given(fast_call(), st.sampled_from(FAST_FNS))
+def test_fast_paths_are_the_general_code(call: Any, f: Any) -> None:
+    _assert_fast_is_general(f, *call[:4], seed=call[4])
+
+
+@pytest.mark.parametrize("f", FAST_FNS)
+def test_fast_paths_every_axis_and_keepdims(f: Any) -> None:
+    rng = np.random.default_rng(60)
+    for dtype in (np.float64, np.float32):
+        x = rng.integers(-2, 3, size=(3, 4, 5)).astype(dtype)
+        x[0, 1, :2] = np.nan
+        for axis in (None, 0, 1, 2, -1, -2, -3):
+            for keepdims in (None, False, True):
+                _assert_fast_is_general(f, x, axis, keepdims, False, seed=(axis or 0) + 3)
+                _assert_fast_is_general(f, x[:, ::-1], axis, keepdims, False, seed=1)
+
+
+def test_fast_path_ties_and_nan_lanes() -> None:
+    x = np.array([[1.0, 3.0, 3.0, 3.0], [np.nan, 2.0, np.nan, 5.0], [-0.0, 0.0, -1.0, 0.0]])
+    dy = np.array([3.0, 2.0, 6.0])
+    for dtype in (np.float64, np.float32):
+        xd = x.astype(dtype)
+        y, dx = pull(np.max, xd, axis=1, dy=dy)
+        assert dx.dtype == dtype and np.array_equal(dx, [[0, 1, 1, 1], [1, 0, 1, 0], [2, 2, 0, 2]])
+        y, dx = pull(np.min, xd, -1, keepdims=True, dy=dy[:, None])
+        assert np.array_equal(dx, [[3, 0, 0, 0], [1, 0, 1, 0], [0, 0, 6, 0]])
+        _, dx = pull(np.amax, xd.T.copy(), axis=0, dy=dy)  # lanes across the rows
+        assert np.array_equal(dx.T, [[0, 1, 1, 1], [1, 0, 1, 0], [2, 2, 0, 2]])
+        y, dx = pull(np.amin, xd[2], dy=4.0)  # a scalar output: np.float32 / np.float64
+        assert type(y) is dtype and np.array_equal(dx, [0, 0, 4, 0])
+        y, dx = pull(np.max, xd)  # NaN: the lane's NaNs share ȳ
+        assert np.isnan(y) and np.array_equal(dx, np.where(np.isnan(xd), 0.5, 0))
+    _, dx = pull(np.max, np.array([2.0, 2.0, 2.0], np.float32), dy=1.0)  # ȳ/3 in double
+    assert np.array_equal(dx, np.full(3, np.float32(1 / 3)))
+
+
+def test_fast_path_takes_the_kernels(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+    for name in ("extremum_lanes", "extremum_all"):
+        kernel = getattr(rules.extrema, name)
+        monkeypatch.setattr(
+            rules.extrema, name, lambda *a, k=kernel, n=name: (calls.append(n), k(*a))
+        )
+    x = values(61, (4, 5), np.float64)
+    pull(np.max, x, axis=1)
+    pull(np.min, x)
+    pull(np.max, x, keepdims=True, dy=np.ones((1, 1)))
+    pull(np.amin, np.asfortranarray(x), axis=0)  # an F-ordered x: the numpy formulation
+    pull(np.max, x, axis=(0,))  # a tuple axis: the general code
+    assert calls == ["extremum_lanes", "extremum_all", "extremum_lanes"]
+
+
+def test_simple_call_takes_only_the_plain_forms() -> None:
+    x = np.ones((2, 3))
+    take = rules._reduce.simple_call
+    assert take(x, [], {}) == (None, False, (NoRData(), NoRData()))
+    assert take(x, [CoDual(-1)], {"keepdims": True})[:2] == (1, True)
+    assert take(x, [], {"axis": -2, "keepdims": False})[:2] == (0, False)
+    assert take(x.astype(np.float32), [], {"axis": None})[:2] == (None, False)
+    for arr, args, kw in [
+        (x, [], {"axis": (0,)}),
+        (x, [], {"axis": 2}),  # out of range: numpy's own error, from the general code
+        (x, [], {"axis": np.int64(0)}),
+        (x, [], {"axis": True}),
+        (x, [], {"keepdims": 1}),
+        (x, [], {"keepdims": np._NoValue}),
+        (x, [], {"dtype": np.float64}),
+        (x, [], {"where": np.ones((2, 3), bool)}),
+        (x, [CoDual(0)], {"axis": 0}),
+        (x, [CoDual(0), CoDual(None), CoDual(True)], {}),
+        (x.astype(np.float16), [], {}),
+        (x + 0j, [], {}),
+        (np.array(2.0), [], {}),
+        (np.ones((2, 0)), [], {"axis": 0}),
+        (x.astype(">f8"), [], {}),
+    ]:
+        assert take(arr, args, kw) is None, (arr.dtype, args, kw)
+
+
+def test_fast_path_errors_are_numpys() -> None:
+    x = np.ones((2, 3))
+    for f in FAST_FNS:
+        with pytest.raises(np.exceptions.AxisError):
+            pull(f, x, axis=2)
+    with pytest.raises(ValueError, match="zero-size array"):
+        pull(np.max, np.ones((2, 0)), axis=1)
+
+
+def test_engine_through_the_fast_paths() -> None:
+    rng = np.random.default_rng(62)
+
+    def f(x: Any) -> Any:
+        m = np.max(x, axis=-1, keepdims=True)
+        s = np.sum(np.exp(x - m), axis=1)
+        return np.sum(np.log(s)) + np.mean(np.min(x, 0) ** 2) - np.amax(x) * np.mean(x, axis=1)[0]
+
+    _check_grad(f, rng.normal(size=(4, 5)))
+    x32 = rng.normal(size=(4, 5)).astype(np.float32)
+    value, g = rulekit.value_and_grad(f)(x32)
+    _, g64 = rulekit.value_and_grad(f)(x32.astype(np.float64))
+    assert type(value) is np.float32 and g.dtype == np.float32
+    assert np.allclose(g, g64, rtol=1e-4, atol=1e-5)  # (float32 arithmetic vs float64)
 
 
 # -- outputs are numpy's ----------------------------------------------------------------------
