@@ -42,6 +42,15 @@ def _contiguous(a: Any) -> bool:
     return bool(f.c_contiguous or f.f_contiguous)
 
 
+def _one_d(cd: CoDual) -> CoDual:
+    """A 0-d array argument as a 1-element 1-D view (its fdata too); anything else as is."""
+    x = cd.x
+    if type(x) is not np.ndarray or x.ndim:
+        return cd
+    dx = cd.dx
+    return CoDual(x.reshape(1), dx.reshape(1) if type(dx) is np.ndarray else dx)
+
+
 class InplaceArithmetic(StatefulRRule):
     """`uf(a, b, out=o)` for uf in add, subtract, multiply, divide (see the module docstring)."""
 
@@ -89,6 +98,7 @@ class InplaceArithmetic(StatefulRRule):
         op = self.op
 
         def inplace_pullback(dy: Any) -> tuple[Any, ...]:
+            self.pop(tok)  # (first: a second call raises here; z0 is read before any push)
             z, g = _flat(Z), _flat(a.dx)
             zf0 = _flat(z0)
             rb: Any = NO_R
@@ -101,7 +111,6 @@ class InplaceArithmetic(StatefulRRule):
                 dc = inplace_scalar_pullback(op, z, zf0, float(W), g, b.dx is not None)
                 if b.dx is not None and isinstance(W, (float, np.floating)):
                     rb = type(W)(dc)
-            self.pop(tok)
             return NO_R, NO_R, rb
 
         return a, inplace_pullback
@@ -138,19 +147,23 @@ class InplaceArithmetic(StatefulRRule):
                 return NO_R, NO_R, NO_R
 
             return o, constant_pullback
-        rule = self._inner_rule(a.x, b.x)
-        y, pb_inner = rule(f, a, b, **kw)
-        _, pb_copy = self._copy(_COPYTO, o, y)
+        # 0-d arrays as 1-element views: the allocation-free rules take those
+        a1, b1, o1 = _one_d(a), _one_d(b), _one_d(o)
+        rule = self._inner_rule(a1.x, b1.x)
+        y, pb_inner = rule(f, a1, b1, **kw)
+        _, pb_copy = self._copy(_COPYTO, o1, y)
 
         def composite_pullback(dy: Any) -> tuple[Any, ...]:
-            pb_copy(NO_R)
-            return pb_inner(NO_R)
+            r = pb_copy(NO_R)  # ȳ: in y's fdata, or (a scalar y, from 0-d operands) r[2]
+            return pb_inner(r[2])
 
         return o, composite_pullback
 
     def _inner_rule(self, A: Any, B: Any) -> Any:
         """The rule this call gets without `out=` (built once per dispatch key)."""
-        key = (type(A), getattr(A, "dtype", None), np.ndim(A), type(B), getattr(B, "dtype", None))
+        key = (type(A), getattr(A, "dtype", None), getattr(A, "ndim", None),
+               type(B), getattr(B, "dtype", None), getattr(B, "ndim", None))  # fmt: skip
+        # (not np.ndim: on a Python number it makes a 0-d array, an allocation)
         rule = self._inner.get(key)
         if rule is None:
             sig, reg = registry.lookup_call(self.uf, (A, B), None)

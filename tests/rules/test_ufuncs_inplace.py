@@ -127,3 +127,12 @@ def test_untraced_destination_is_refused() -> None:
 
     with pytest.raises(rulekit.TracingError, match="untraced"):
         rulekit.value_and_grad(f)(np.ones(3))
+
+
+@pytest.mark.parametrize("op", OPS, ids=lambda u: u.__name__)
+def test_zero_dimensional_operands(op: Any) -> None:
+    """0-d operands: in place (fused), and into another 0-d array (a scalar result copied)."""
+    z, w = np.array(0.7), np.array(1.3)
+    check_rule(op, z, w, kwargs={"out": z})
+    check_rule(op, np.array(-0.4), w, kwargs={"out": np.array(2.0)})
+    check_rule(op, np.array(-0.4), 1.5, kwargs={"out": np.array(2.0)})
