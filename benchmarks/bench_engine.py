@@ -4,11 +4,12 @@ Run (peers are optional; each one missing is reported as such):
 
     python benchmarks/bench_engine.py            # rulekit and hand-written numpy only
     /path/to/venv-with-peers/bin/python benchmarks/bench_engine.py
+    OMP_NUM_THREADS=2 python benchmarks/bench_engine.py   # BLAS with two threads
 
 Peers: HIPS autograd, PyTorch (CPU, eager), JAX (jit and eager). They are
 benchmark-only and never dependencies of rulekit. Every figure is the best of
 several repeats, reported as a ratio to the hand-written NumPy gradient
-(lower is better); single thread for every system.
+(lower is better); single thread for every system unless OMP_NUM_THREADS says otherwise.
 """
 
 from __future__ import annotations
@@ -375,7 +376,8 @@ def row(
 
 
 def main() -> int:
-    print(f"python {sys.version.split()[0]}, numpy {np.__version__}, single thread\n")
+    threads = os.environ["OMP_NUM_THREADS"]
+    print(f"python {sys.version.split()[0]}, numpy {np.__version__}, BLAS threads {threads}\n")
     cols = [
         "hand numpy",
         "rulekit",

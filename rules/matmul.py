@@ -251,7 +251,14 @@ class MatmulRule(BlasRule):
         if free is None:
             free = self._pairs[key] = []
         y, g = free.pop() if free else (np.empty(shape, dt), np.zeros(shape, dt))
-        np.matmul(A, B, out=y)
+        # The product by scipy's BLAS, as the pullback's: numpy and scipy each bundle an
+        # OpenBLAS with its own thread pool, and alternating the two makes their idle
+        # threads spin against each other (4x slower at 512x512 with 2 threads).
+        if len(shape) == 2:  # Yᵀ = Bᵀ·Aᵀ on the F-ordered transposes: Y itself, C-ordered
+            yt = y.T
+            _into(yt, _GEMM[ch](1.0, B.T, A.T, 0.0, yt, 0, 0, 1))
+        else:  # y = (Aᵀ)ᵀ·b
+            _into(y, _GEMV[ch](1.0, A.T, B, 0.0, y, 0, 1, 0, 1, 1, 1))
         live = [True]
 
         def matmul_pullback(dy: Any) -> tuple[Any, ...]:
@@ -261,12 +268,15 @@ class MatmulRule(BlasRule):
             if len(shape) == 2:
                 gemm = _GEMM[ch]
                 if da is not None:
-                    _into(da.T, gemm(1.0, B.T, g.T, 1.0, da.T, 1, 0, 1))
+                    t = da.T
+                    _into(t, gemm(1.0, B.T, g.T, 1.0, t, 1, 0, 1))
                 if db is not None:
-                    _into(db.T, gemm(1.0, g.T, A.T, 1.0, db.T, 0, 1, 1))
+                    t = db.T
+                    _into(t, gemm(1.0, g.T, A.T, 1.0, t, 0, 1, 1))
             else:
                 if da is not None:
-                    _into(da.T, _GER[ch](1.0, B, g, a=da.T, overwrite_a=1))
+                    t = da.T
+                    _into(t, _GER[ch](1.0, B, g, a=t, overwrite_a=1))
                 if db is not None:
                     _into(db, _GEMV[ch](1.0, A.T, g, beta=1.0, y=db, overwrite_y=1))
             g.fill(0)

@@ -52,7 +52,7 @@ def _flat(a: np.ndarray) -> np.ndarray:
 class _Pair:
     """A pooled output and its fdata (zero whenever it is in the pool), with flat views."""
 
-    __slots__ = ("flat_g", "flat_y", "g", "plan", "y")
+    __slots__ = ("flat_g", "flat_in", "flat_y", "g", "plan", "y")
 
     def __init__(self, like: np.ndarray, shape: tuple[int, ...], dtype: np.dtype) -> None:
         # numpy's layout: F order for an F-ordered (not C-ordered) operand, else C order
@@ -68,6 +68,33 @@ class _Pair:
         self.flat_y, self.flat_g = _flat(self.y), _flat(self.g)
         # the broadcast kernel's arguments for the last operands (see `FusedBinary._arrays`)
         self.plan: tuple[Any, ...] | None = None
+        self.flat_in: tuple[Any, ...] = ()  # (see `flat_views`)
+
+    def flat_views(self, x: Any, dx: Any) -> tuple[Any, Any] | None:
+        """Flat views of input x and its fdata dx (None: a dummy), or None when one is not
+        laid out like the output. Cached for the very same objects (the cache holds them,
+        so the same objects have the same memory layout)."""
+        c = self.flat_in
+        if len(c) == 3 and c[0] is x and c[1] is dx:
+            return c[2]
+        s = self.y.strides
+        views = None
+        if x.strides == s and (dx is None or dx.strides == s):
+            views = (_flat(x), self.flat_y if dx is None else _flat(dx))
+        self.flat_in = (x, dx, views)
+        return views
+
+    def flat_views2(self, a: Any, b: Any, da: Any, db: Any) -> tuple[Any, ...] | None:
+        """`flat_views` for two same-shape inputs and their fdata."""
+        c = self.flat_in
+        if len(c) == 5 and c[0] is a and c[1] is b and c[2] is da and c[3] is db:
+            return c[4]
+        views = None
+        va, vb = self.flat_views(a, da), self.flat_views(b, db)
+        if va is not None and vb is not None:
+            views = (va[0], vb[0], va[1], vb[1])
+        self.flat_in = (a, b, da, db, views)
+        return views
 
 
 class _Pooled(StatefulRRule):
@@ -148,8 +175,8 @@ class FusedUnary(_Pooled):
             dx = x.dx
             if dx is None:
                 unary_pullback(self.op, pair.flat_y, pair.flat_y, pair.flat_g, pair.flat_g, False)
-            elif X.strides == y.strides == dx.strides:  # one contiguous layout: flat views line up
-                unary_pullback(self.op, _flat(X), pair.flat_y, pair.flat_g, _flat(dx), True)
+            elif (views := pair.flat_views(X, dx)) is not None:  # one layout: flat views line up
+                unary_pullback(self.op, views[0], pair.flat_y, pair.flat_g, views[1], True)
             else:  # another layout: through contiguous scratch copies
                 xs, d = self.scratch("x", y.shape, y.dtype), self.scratch("dx", y.shape, y.dtype)
                 np.copyto(xs, X)
@@ -250,15 +277,15 @@ class FusedBinary(_Pooled):
                 raise _twice()
             dx = x.dx
             want_c = c.dx is not None
-            if X.strides == y.strides and (dx is None or dx.strides == y.strides):
-                fx = _flat(X)
+            views = pair.flat_views(X, dx)
+            if views is not None:  # one layout: flat views line up
                 dc = scalar_pullback(
                     op,
-                    fx,
+                    views[0],
                     float(C),
                     pair.flat_y,
                     pair.flat_g,
-                    pair.flat_y if dx is None else _flat(dx),
+                    views[1],
                     dx is not None,
                     want_c,
                 )
@@ -319,23 +346,14 @@ class FusedBinary(_Pooled):
             if not state:
                 raise _twice()
             da, db = a.dx, b.dx
-            s = y.strides
-            if (
-                A.strides == s
-                and B.strides == s
-                and A.shape == B.shape
-                and (da is None or da.strides == s)
-                and (db is None or db.strides == s)
-            ):
-                fy = pair.flat_y
+            views = pair.flat_views2(A, B, da, db) if A.shape == B.shape else None
+            if views is not None:  # one layout: flat views line up
                 binary_pullback(
                     op,
-                    _flat(A),
-                    _flat(B),
-                    fy,
+                    *views[:2],
+                    pair.flat_y,
                     pair.flat_g,
-                    fy if da is None else _flat(da),
-                    fy if db is None else _flat(db),
+                    *views[2:],
                     da is not None,
                     db is not None,
                 )
