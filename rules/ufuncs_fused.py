@@ -348,14 +348,9 @@ class FusedBinary(_Pooled):
             da, db = a.dx, b.dx
             views = pair.flat_views2(A, B, da, db) if A.shape == B.shape else None
             if views is not None:  # one layout: flat views line up
+                fa, fb, fda, fdb = views
                 binary_pullback(
-                    op,
-                    *views[:2],
-                    pair.flat_y,
-                    pair.flat_g,
-                    *views[2:],
-                    da is not None,
-                    db is not None,
+                    op, fa, fb, pair.flat_y, pair.flat_g, fda, fdb, da is not None, db is not None
                 )
             else:
                 self._broadcast_pullback(A, B, y, g, da, db)
