@@ -45,11 +45,7 @@ _GER = {"d": scipy.linalg.blas.dger, "f": scipy.linalg.blas.sger}
 def _into(target: np.ndarray, result: np.ndarray) -> None:
     """f2py works in place on a contiguous target of the right dtype; should it ever have
     made a copy instead, write the result back rather than lose it."""
-    if (
-        result is not target
-        and result.base is not target.base
-        and not np.shares_memory(result, target)
-    ):
+    if result is not target and not np.shares_memory(result, target):
         np.copyto(target, result)
 
 

@@ -206,3 +206,19 @@ def test_dot_of_a_strided_matrix_allocates_nothing(dt: Any) -> None:
     a = _arr(rng, (3, 2), dt, "S")
     for b in (_arr(rng, (2,), dt, "C"), _arr(rng, (2, 4), dt, "S")):
         assert check_rule(np.dot, a, b).allocations == 0
+
+
+def test_into_writes_back_a_copied_result() -> None:
+    """Should f2py ever return a copy instead of working in place, the result is written
+    into the target (two unrelated owning arrays, and two views of one buffer)."""
+    from rules.matmul import _into
+
+    target, result = np.zeros(3), np.ones(3)
+    _into(target, result)
+    np.testing.assert_array_equal(target, 1.0)
+    base = np.zeros((2, 3))
+    _into(base[0], base[1] + 2.0)
+    np.testing.assert_array_equal(base[0], 2.0)
+    same = np.zeros((3, 2))
+    _into(same.T, same.T)  # in place: nothing to do
+    np.testing.assert_array_equal(same, 0.0)
