@@ -5,7 +5,12 @@ from __future__ import annotations
 import pytest
 from fdcheck import run_doc_page
 
-PAGES = ["README.md", "docs/tutorial.md", "docs/testing-your-rules.md"]
+PAGES = [
+    "README.md",
+    "docs/tutorial.md",
+    "docs/testing-your-rules.md",
+    "docs/performance.md",
+]
 
 
 @pytest.mark.parametrize("page", PAGES)
