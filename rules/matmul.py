@@ -49,6 +49,20 @@ def _into(target: np.ndarray, result: np.ndarray) -> None:
         np.copyto(target, result)
 
 
+def _one_gemm(am: Any, bm: Any, out: Any) -> bool:
+    """A product that is one BLAS gemm: matrix·matrix or matrix·vector operands (as
+    matmul sees them) of one BLAS dtype, into an output of that dtype."""
+    return (
+        type(out) is np.ndarray
+        and 1 <= am.ndim <= 2
+        and 1 <= bm.ndim <= 2
+        and am.ndim + bm.ndim > 2
+        and out.dtype.char in "fdFD"
+        and am.dtype == out.dtype
+        and bm.dtype == out.dtype
+    )
+
+
 def _c_ordered_real(g: Any, *arrays: Any) -> bool:
     """Ȳ and every operand/fdata present: C-contiguous, of Ȳ's real float dtype."""
     if type(g) is not np.ndarray or g.dtype.char not in _GEMM or not g.flags.c_contiguous:
@@ -121,7 +135,12 @@ class MatmulRule(BlasRule):
         return x
 
     def _forward(self, a: np.ndarray, b: np.ndarray, am: Any, bm: Any, out: np.ndarray) -> None:
-        if self.kind == "dot" and (a.ndim > 2 or b.ndim > 2):
+        if self.kind != "outer" and _one_gemm(am, bm, out):
+            # A matrix product by scipy's BLAS, as the pullback's (`gemm_adjoint`): see
+            # `_direct_blas` on mixing numpy's and scipy's thread pools.
+            o = out if out.ndim == 2 else (out[None, :] if am.ndim == 1 else out[:, None])
+            self.gemm_acc(o, 1.0, _promote(am, True), "N", _promote(bm, False), "N", beta=0.0)
+        elif self.kind == "dot" and (a.ndim > 2 or b.ndim > 2):
             np.dot(a, b, out=out)  # (N-d dot is not matmul)
         elif self.kind == "dot":  # up to 2-D they agree; np.dot copies strided operands
             np.matmul(a, b, out=out)

@@ -222,3 +222,24 @@ def test_into_writes_back_a_copied_result() -> None:
     same = np.zeros((3, 2))
     _into(same.T, same.T)  # in place: nothing to do
     np.testing.assert_array_equal(same, 0.0)
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64, np.complex64, np.complex128])
+@pytest.mark.parametrize(
+    ("sa", "sb"), [((4, 3), (4, 5)), ((4, 3), (4,)), ((4,), (4, 5)), ((3, 4), (5, 4))]
+)
+def test_transposed_and_vector_operands_by_one_gemm(dt: Any, sa: Any, sb: Any) -> None:
+    """`A.T @ B`, `A.T @ b`, `a @ B`, `A @ B.T` (F-ordered or 1-D operands: the general path,
+    one scipy gemm forward and back) pass the kit in every dtype."""
+    rng = np.random.default_rng(12)
+
+    def arr(shape: Any) -> np.ndarray:
+        x = rng.normal(size=shape) + (
+            1j * rng.normal(size=shape) if np.dtype(dt).kind == "c" else 0
+        )
+        return np.asarray(x, dtype=dt)
+
+    A, B = arr(sa), arr(sb)
+    A = A.T if len(sa) == 2 and sa[0] == 4 else A  # (4, 3) → its transpose, F-ordered
+    B = B.T if len(sb) == 2 and sb[1] == 4 else B  # (5, 4) → its transpose, F-ordered
+    check_rule(np.matmul, A, B)
