@@ -59,6 +59,8 @@ __all__ = [
     "setitem_advanced_rrule",
 ]
 
+_ADD_REDUCE: Any = np.add.reduce
+
 _NULL3 = nulls(3)
 _no_pb3 = no_pullback(3)
 _REAL = (float, int, np.floating, np.integer)
@@ -253,7 +255,7 @@ class SetitemRule(StatefulRRule):
             if axes:
                 kept = tuple(1 if k in axes else n for k, n in enumerate(g.shape))
                 buf = self.scratch("sum", kept, g.dtype)
-                np.sum(g, axis=axes, keepdims=True, out=buf)
+                _ADD_REDUCE(g, axes, None, buf, True)  # np.sum(g, axes, keepdims, out=buf)
                 g = buf
             vdx += g.reshape(shape)
             return NO_R
@@ -263,7 +265,7 @@ class SetitemRule(StatefulRRule):
         if isinstance(x, (bool, int, np.integer)):
             return NO_R
         total = self.scratch("total", (), g.dtype)
-        np.sum(g, out=total)
+        _ADD_REDUCE(g, None, None, total)  # np.sum(g, out=total), without its Python layers
         if total.dtype.kind == "c" and not isinstance(x, _COMPLEX):
             total = total.real
         t = type(x)
