@@ -185,15 +185,16 @@ def traced_call(
     if kwargs:
         kwargs, out_t = _kwargs(f, kwargs, reads)
 
+    out_x = None if out_t is None else out_t.cd.x
     try:
-        key = fast_key(f, primals, None if out_t is None else out_t.cd.x)
+        key = fast_key(f, primals, out_x)
         pos = tape.pos
         tape.pos = pos + 1
         sites = tape.sites
         if pos < len(sites) and sites[pos].key == key:  # (the hot path: `_site` inlined)
             site = sites[pos]
         else:
-            site = _new_site(sites, pos, key, f, primals, None if out_t is None else out_t.cd.x)
+            site = _new_site(sites, pos, key, f, primals, out_x)
     except MissingRuleError as missing:
         if fallback is None:
             raise

@@ -10,6 +10,7 @@ See docs/conventions-reductions.md.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -200,25 +201,9 @@ def simple_call(
     return axis, keepdims, _NULLS[len(args)]
 
 
-_LANES: dict[tuple[tuple[int, ...], int], tuple[int, int, int]] = {}
-
-
 def split_lanes(shape: tuple[int, ...], axis: int) -> tuple[int, int, int]:
     """`(pre, n, post)`: a C-ordered array of `shape` as lanes `[p, :, q]` along `axis`."""
-    try:
-        return _LANES[shape, axis]
-    except KeyError:
-        pass
-    pre = post = 1
-    for i, m in enumerate(shape):
-        if i < axis:
-            pre *= m
-        elif i > axis:
-            post *= m
-    if len(_LANES) > 4096:
-        _LANES.clear()
-    result = _LANES[shape, axis] = (pre, shape[axis], post)
-    return result
+    return math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1 :])
 
 
 def output(y: Any) -> CoDual:

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from rulekit import Array, CoDual, NoFData
-from rules._util import NO_R, scalar_rdata
+from rules._util import NO_R, broadcast_axes, scalar_rdata
 
 __all__ = [
     "BASIC",
@@ -137,9 +137,7 @@ def unbroadcast_to(g: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     if len(shape) > g.ndim:
         g = g.reshape((1,) * (len(shape) - g.ndim) + g.shape)
     lead = g.ndim - len(shape)
-    axes = tuple(range(lead)) + tuple(
-        lead + i for i, n in enumerate(shape) if n == 1 and g.shape[lead + i] != 1
-    )
+    axes, _ = broadcast_axes(shape, g.shape)
     if axes:
         g = g.sum(axis=axes, keepdims=True)
     return g.reshape(g.shape[lead:]) if lead else g

@@ -21,13 +21,17 @@ import numpy as np
 from rulekit import Array, CoDual, NoFData, NoRData, zero_fdata
 
 __all__ = [
+    "ADD_REDUCE",
     "NO_F",
     "NO_R",
     "Numeric",
     "Real",
     "accumulate",
+    "add_unbroadcast",
+    "broadcast_axes",
     "broadcast_shape",
     "fdata",
+    "filled_0d",
     "is_inexact_array",
     "new_output",
     "primal",
@@ -38,6 +42,9 @@ __all__ = [
 
 NO_F = NoFData()
 NO_R = NoRData()
+#: `np.add.reduce(x, axis, dtype, out, keepdims)`: what np.sum computes, without its Python
+#: layers (a microsecond or two a call on the hot paths)
+ADD_REDUCE: Any = np.add.reduce
 
 #: Any numeric operand of a ufunc: arrays of any numeric/bool dtype and Python/numpy scalars.
 Numeric = Union[Array[np.number], Array[np.bool_], float, int, bool, complex, np.number, np.bool_]
@@ -78,16 +85,48 @@ def broadcast_shape(s: tuple[int, ...], t: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(out)
 
 
+def broadcast_axes(
+    shape: tuple[int, ...], full: tuple[int, ...]
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """`(axes, kept)`: the axes of `full` along which an operand of `shape` was broadcast
+    to `full` (its missing leading axes and its unit axes), and `full` with those set to 1."""
+    lead = len(full) - len(shape)
+    axes = tuple(range(lead)) + tuple(
+        lead + i for i, n in enumerate(shape) if n == 1 and full[lead + i] != 1
+    )
+    kept = tuple(1 if i in axes else n for i, n in enumerate(full))
+    return axes, kept
+
+
+def filled_0d(store: dict[str, np.ndarray], c: Any, dtype: np.dtype) -> np.ndarray:
+    """`c` in a 0-d array of `dtype` kept in `store` (one per dtype): a ufunc operand that
+    allocates nothing, where a Python number would be made into a new 0-d array."""
+    s = store.get(dtype.char)
+    if s is None:
+        s = store[dtype.char] = np.empty((), dtype)
+    s.fill(c)
+    return s
+
+
 def unbroadcast(g: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     """Sum `g` over the axes along which an operand of `shape` was broadcast to `g.shape`."""
     if g.shape == shape:
         return g
-    lead = g.ndim - len(shape)
-    axes = tuple(range(lead)) + tuple(
-        lead + i for i, n in enumerate(shape) if n == 1 and g.shape[lead + i] != 1
-    )
+    axes, _ = broadcast_axes(shape, g.shape)
     out = g.sum(axis=axes, keepdims=True) if axes else g
     return out.reshape(shape)
+
+
+def add_unbroadcast(rule: Any, name: str, dx: np.ndarray, contrib: np.ndarray) -> None:
+    """dx += contrib summed over the axes dx was broadcast along (contrib has the full
+    shape), through a scratch buffer of StatefulRRule `rule`: no allocation once warm."""
+    if contrib.shape == dx.shape:
+        np.add(dx, contrib, out=dx)
+        return
+    axes, kept = broadcast_axes(dx.shape, contrib.shape)
+    red = rule.scratch(f"{name}{kept}", kept, contrib.dtype)  # one buffer per reduced shape
+    ADD_REDUCE(contrib, axes, None, red, True)  # np.sum(contrib, axes, keepdims=True, out=red)
+    np.add(dx, red.reshape(dx.shape), out=dx)
 
 
 def _real_if_needed(g: Any, dtype: np.dtype) -> Any:

@@ -49,7 +49,7 @@ from rules._shape_util import (
     nulls,
     view_index,
 )
-from rules._util import NO_F, NO_R, randn, scalar_rdata
+from rules._util import ADD_REDUCE, NO_F, NO_R, add_unbroadcast, randn, scalar_rdata
 
 __all__ = [
     "SetitemRule",
@@ -58,8 +58,6 @@ __all__ = [
     "scatter_at_rrule",
     "setitem_advanced_rrule",
 ]
-
-_ADD_REDUCE: Any = np.add.reduce
 
 _NULL3 = nulls(3)
 _no_pb3 = no_pullback(3)
@@ -246,18 +244,9 @@ class SetitemRule(StatefulRRule):
             if g.dtype.kind == "c" and vdx.dtype.kind != "c":
                 g = g.real
             shape = vdx.shape
-            if len(shape) > g.ndim:
+            if len(shape) > g.ndim:  # (x[i] = v drops v's leading unit axes)
                 g = g.reshape((1,) * (len(shape) - g.ndim) + g.shape)
-            lead = g.ndim - len(shape)
-            axes = tuple(range(lead)) + tuple(
-                lead + k for k, n in enumerate(shape) if n == 1 and g.shape[lead + k] != 1
-            )
-            if axes:
-                kept = tuple(1 if k in axes else n for k, n in enumerate(g.shape))
-                buf = self.scratch("sum", kept, g.dtype)
-                _ADD_REDUCE(g, axes, None, buf, True)  # np.sum(g, axes, keepdims, out=buf)
-                g = buf
-            vdx += g.reshape(shape)
+            add_unbroadcast(self, "sum", vdx, g)
             return NO_R
         x = v.x
         if not isinstance(vdx, NoFData) or not isinstance(x, (*_REAL, *_COMPLEX)):
@@ -265,7 +254,7 @@ class SetitemRule(StatefulRRule):
         if isinstance(x, (bool, int, np.integer)):
             return NO_R
         total = self.scratch("total", (), g.dtype)
-        _ADD_REDUCE(g, None, None, total)  # np.sum(g, out=total), without its Python layers
+        ADD_REDUCE(g, None, None, total)  # np.sum(g, out=total), without its Python layers
         if total.dtype.kind == "c" and not isinstance(x, _COMPLEX):
             total = total.real
         t = type(x)

@@ -35,7 +35,7 @@ from rulekit import (
 )
 from rules._blas_common import BlasRule, active, cj
 from rules._matmul_generic import register_generic
-from rules._util import NO_F, NO_R, broadcast_shape
+from rules._util import NO_F, NO_R, add_unbroadcast, broadcast_shape
 
 _GEMM = {"d": scipy.linalg.blas.dgemm, "f": scipy.linalg.blas.sgemm}
 _GEMV = {"d": scipy.linalg.blas.dgemv, "f": scipy.linalg.blas.sgemv}
@@ -358,17 +358,7 @@ class MatmulRule(BlasRule):
         full_shape = (*broadcast_shape(x.shape[:-2], y.shape[:-2]), x.shape[-2], y.shape[-1])
         full = self.scratch(name, full_shape, t.dtype)
         np.matmul(x, y, out=full)
-        if full_shape == t.shape:
-            np.add(t, full, out=t)
-            return
-        lead = len(full_shape) - t.ndim
-        axes = tuple(range(lead)) + tuple(
-            lead + i for i, n in enumerate(t.shape) if n == 1 and full_shape[lead + i] != 1
-        )
-        kept = tuple(1 if i in axes else n for i, n in enumerate(full_shape))
-        red = self.scratch(name + "r", kept, t.dtype)
-        np.sum(full, axis=axes, keepdims=True, out=red)
-        np.add(t, red.reshape(t.shape), out=t)
+        add_unbroadcast(self, name + "r", t, full)
 
 
 class VdotRule(BlasRule):

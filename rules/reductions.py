@@ -35,7 +35,7 @@ from rules._reduce import (
     simple_call,
     where_mask,
 )
-from rules._util import NO_F, NO_R, scalar_rdata
+from rules._util import ADD_REDUCE, NO_F, NO_R, scalar_rdata
 
 __all__ = ["cumulative_rrule", "mean_rrule", "prod_rrule", "sum_rrule"]
 
@@ -111,12 +111,11 @@ def sum_rrule(f: CoDual, x: CoDual, *args: CoDual, **kwargs: Any) -> tuple[CoDua
 
 
 _NULLS_1 = (NO_R, NO_R)
-_ADD_REDUCE: Any = np.add.reduce
 
 
 def _sum_all(x: CoDual) -> tuple[CoDual, Any]:
     """y = Σ x (a real array, no options) ⇒ x̄ += ȳ everywhere."""
-    y = _ADD_REDUCE(x.x, None)  # what np.sum(x) computes, without its Python layers
+    y = ADD_REDUCE(x.x, None)  # what np.sum(x) computes, without its Python layers
 
     def sum_all_pullback(dy: Any) -> tuple[Any, ...]:
         if x.dx is not None:
@@ -131,7 +130,7 @@ def _sum_simple(
 ) -> tuple[CoDual, Any]:
     """`np.sum(x, axis, keepdims=)` of a float32/float64 array (`simple_call`): as sum_rrule."""
     X = x.x
-    y = _ADD_REDUCE(X, axis, None, None, keepdims)  # what np.sum computes
+    y = ADD_REDUCE(X, axis, None, None, keepdims)  # what np.sum computes
     if type(y) is not np.ndarray:
         return CoDual(y, NO_F), _sum_pullback(x, None, None, none)
     g = np.zeros(y.shape, y.dtype)
@@ -221,7 +220,7 @@ def _mean_simple(
     shape = X.shape
     axes, kshape = plan(axis, shape)
     n = lane_count(shape, axes, None)
-    s = _ADD_REDUCE(X, axis, None, None, keepdims)
+    s = ADD_REDUCE(X, axis, None, None, keepdims)
     if type(s) is np.ndarray:
         y = np.true_divide(s, np.intp(n), out=s, casting="unsafe", subok=False)
         g = np.zeros(y.shape, y.dtype)

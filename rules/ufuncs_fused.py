@@ -32,7 +32,7 @@ from rules._fused_kernels import (
     scalar_pullback,
     unary_pullback,
 )
-from rules._util import NO_F, NO_R, broadcast_shape
+from rules._util import NO_F, NO_R, add_unbroadcast, broadcast_shape, filled_0d
 
 __all__ = ["FusedBinary", "FusedUnary"]
 
@@ -110,7 +110,7 @@ class _Pooled(StatefulRRule):
     def __init__(self) -> None:
         super().__init__()
         self._pairs: dict[Any, list[_Pair]] = {}
-        self._zerod: dict[str, np.ndarray] = {}  # (`_scalar0`: one kept 0-d array per dtype)
+        self._zerod: dict[str, np.ndarray] = {}  # (`filled_0d`: scalar operands)
 
     def _take(self, like: Any, shape: tuple[int, ...], dtype: np.dtype) -> tuple[_Pair, Any]:  # type: ignore[override]
         key = (shape, like.strides if like is not None else None, dtype.char)
@@ -122,25 +122,7 @@ class _Pooled(StatefulRRule):
 
     def _accumulate(self, dx: np.ndarray, contrib: Any) -> None:
         """dx += contrib (contrib in output shape), reduced over broadcast axes, no alloc."""
-        if contrib.shape == dx.shape:
-            np.add(dx, contrib, out=dx)
-            return
-        lead = contrib.ndim - dx.ndim
-        axes = tuple(range(lead)) + tuple(
-            lead + i for i, n in enumerate(dx.shape) if n == 1 and contrib.shape[lead + i] != 1
-        )
-        kept = tuple(1 if i in axes else n for i, n in enumerate(contrib.shape))
-        red = self.scratch(f"reduce{kept}", kept, contrib.dtype)  # one per operand shape
-        np.sum(contrib, axis=axes, keepdims=True, out=red)
-        np.add(dx, red.reshape(dx.shape), out=dx)
-
-    def _scalar0(self, c: Any, dtype: np.dtype) -> np.ndarray:
-        """A 0-d operand holding `c` (a Python number as an operand would allocate one)."""
-        s = self._zerod.get(dtype.char)
-        if s is None:
-            s = self._zerod[dtype.char] = np.empty((), dtype)
-        s.fill(c)
-        return s
+        add_unbroadcast(self, "reduce", dx, contrib)
 
 
 def _twice() -> RuntimeError:
@@ -265,7 +247,7 @@ class FusedBinary(_Pooled):
         if op == _POWER and C == 2:
             np.square(X, out=y)  # numpy's own fast path for x**2 (the same values)
         else:
-            c0 = self._scalar0(C, X.dtype)
+            c0 = filled_0d(self._zerod, C, X.dtype)
             if x_first:
                 self.uf(X, c0, out=y)
             else:
@@ -330,17 +312,17 @@ class FusedBinary(_Pooled):
         op = self.op_array
         state = [pair]
         if sa != sb:
-            da, db = a.dx, b.dx
-            # The plan holds views of these very arrays, so while it is cached they stay
+            # The plan holds views of these very operands, so while it is cached they stay
             # alive: the same objects with the same shapes have the same memory layout.
+            # (Their fdata may be new arrays on every call: their views are made per call.)
             p = pair.plan
-            if not (
-                p is not None and p[0] is A and p[1] is B and p[2] is da and p[3] is db
-                and p[4] == sa and p[5] == sb
-            ):  # fmt: skip
-                p = pair.plan = (A, B, da, db, sa, sb, _bcast_plan(A, B, y, g, da, db))
-            if p[6] is not None:
-                return CoDual(y, g), self._bcast_pullback(p[6], op, pair, free, state)
+            if not (p is not None and p[0] is A and p[1] is B and p[2] == sa and p[3] == sb):
+                p = pair.plan = (A, B, sa, sb, _bcast_plan(A, B, y, g))
+            plan = p[4]
+            if plan is not None:
+                fd = _bcast_fdata(plan, a.dx, b.dx)
+                if fd is not None:
+                    return CoDual(y, g), self._bcast_pullback(plan, fd, op, pair, free, state)
 
         def fused_binary_pullback(dy: Any) -> tuple[Any, Any, Any]:
             if not state:
@@ -362,10 +344,17 @@ class FusedBinary(_Pooled):
         return CoDual(y, g), fused_binary_pullback
 
     def _bcast_pullback(
-        self, plan: tuple[Any, ...], op: Any, pair: _Pair, free: list[_Pair], state: list[Any]
+        self,
+        plan: tuple[Any, ...],
+        fd: tuple[Any, Any, bool, bool],
+        op: Any,
+        pair: _Pair,
+        free: list[_Pair],
+        state: list[Any],
     ) -> Any:
         """The pullback through a row/column kernel (`rules._fused_bcast_kernels`)."""
-        kernel, sf, F, S, Y, G, dF, dS, want_f, want_s = plan
+        kernel, sf, F, S, Y, G = plan[:6]
+        dF, dS, want_f, want_s = fd
 
         def fused_bcast_pullback(dy: Any) -> tuple[Any, Any, Any]:
             if not state:
@@ -404,24 +393,22 @@ class FusedBinary(_Pooled):
 _POWER = SCALAR["power"]
 
 
-def _bcast_plan(A: Any, B: Any, y: Any, g: Any, da: Any, db: Any) -> tuple[Any, ...] | None:
-    """Arguments for a row/column broadcast kernel, or None when the call is not of that kind.
+def _bcast_plan(A: Any, B: Any, y: Any, g: Any) -> tuple[Any, ...] | None:
+    """The operands' side of a row/column broadcast kernel call, or None when the call is
+    not of that kind: `(kernel, sf, F, S, Y, G, rows, dummy)`.
 
     One operand F has the output's shape; the other, S, is a row (shape (…, 1, n), the
     output read as rows of n) or a column (shape (m, 1) against a 2-D (m, n) output).
-    Everything C-contiguous, fdata laid out like its primal.
+    Everything C-contiguous. (`dummy`, writable and never written, stands in for an
+    inactive S's fdata; Y for an inactive F's.)
     """
     if A.shape == y.shape:
-        F, dF, S, dS, sf = A, da, B, db, False
+        F, S, sf = A, B, False
     elif B.shape == y.shape:
-        F, dF, S, dS, sf = B, db, A, da, True
+        F, S, sf = B, A, True
     else:
         return None
     if not (y.size and y.flags.c_contiguous and F.flags.c_contiguous and S.flags.c_contiguous):
-        return None
-    if dF is not None and not (dF.flags.c_contiguous and dF.dtype == y.dtype):
-        return None
-    if dS is not None and not (dS.flags.c_contiguous and dS.dtype == y.dtype):
         return None
     n = y.shape[-1]
     if S.ndim and S.shape[-1] == n and S.size == n:
@@ -431,15 +418,21 @@ def _bcast_plan(A: Any, B: Any, y: Any, g: Any, da: Any, db: Any) -> tuple[Any, 
     else:
         return None
     Y2 = y.reshape(rows)
-    return (  # (an inactive operand's fdata slot gets a writable pooled dummy, never written)
-        kernel,
-        sf,
-        F.reshape(rows),
-        S.reshape(-1),
-        Y2,
-        g.reshape(rows),
-        Y2 if dF is None else dF.reshape(rows),
-        Y2.reshape(-1) if dS is None else dS.reshape(-1),
+    return kernel, sf, F.reshape(rows), S.reshape(-1), Y2, g.reshape(rows), rows, Y2.reshape(-1)
+
+
+def _bcast_fdata(plan: tuple[Any, ...], da: Any, db: Any) -> tuple[Any, Any, bool, bool] | None:
+    """`(F̄, S̄, want F̄, want S̄)` for the kernel (the plan's dummies for inactive operands),
+    or None when an fdata is not laid out like its C-contiguous primal."""
+    dF, dS = (db, da) if plan[1] else (da, db)
+    dt = plan[4].dtype
+    if dF is not None and not (dF.flags.c_contiguous and dF.dtype == dt):
+        return None
+    if dS is not None and not (dS.flags.c_contiguous and dS.dtype == dt):
+        return None
+    return (
+        plan[4] if dF is None else dF.reshape(plan[6]),
+        plan[7] if dS is None else dS.reshape(-1),
         dF is not None,
         dS is not None,
     )

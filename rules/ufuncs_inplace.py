@@ -23,7 +23,7 @@ from rulekit import Array, CoDual, StatefulRRule, TracingError
 from rulekit._outrule import CopyToRule
 from rulekit._registry import registry
 from rules._inplace_kernels import inplace_array_pullback, inplace_scalar_pullback
-from rules._util import NO_F, NO_R
+from rules._util import NO_F, NO_R, filled_0d
 
 __all__ = ["InplaceArithmetic"]
 
@@ -58,6 +58,7 @@ class InplaceArithmetic(StatefulRRule):
         super().__init__()
         self.uf, self.op = uf, _OPS[uf.__name__]
         self._inner: dict[Any, Any] = {}
+        self._zerod: dict[str, np.ndarray] = {}  # (`filled_0d`: scalar operands)
         self._copy = CopyToRule()
 
     def __call__(self, f: CoDual, a: CoDual, b: CoDual, **kw: Any) -> tuple[CoDual, Any]:
@@ -89,12 +90,13 @@ class InplaceArithmetic(StatefulRRule):
 
     def _inplace(self, a: CoDual, b: CoDual) -> tuple[CoDual, Any]:
         Z, W = a.x, b.x
-        tok = self._save(Z)
-        z0 = tok.buffer if Z.flags.c_contiguous else tok.buffer.T
+        c_order = Z.flags.c_contiguous  # (an F-ordered Z is saved as its C-ordered Zᵀ,
+        tok = self.save(Z if c_order else Z.T)  # so that flat z0 lines up with flat Z)
+        z0 = tok.buffer if c_order else tok.buffer.T
         if type(W) is np.ndarray:
             self.uf(Z, W, out=Z)
         else:
-            self.uf(Z, self._scalar0(W, Z.dtype), out=Z)
+            self.uf(Z, filled_0d(self._zerod, W, Z.dtype), out=Z)
         op = self.op
 
         def inplace_pullback(dy: Any) -> tuple[Any, ...]:
@@ -115,19 +117,6 @@ class InplaceArithmetic(StatefulRRule):
 
         return a, inplace_pullback
 
-    def _save(self, x: np.ndarray) -> Any:
-        """Push a pooled copy of x in x's memory order (C-ordered buffer, transposed for F)."""
-        fortran = not x.flags.c_contiguous
-        tok = self.push(x.shape[::-1] if fortran else x.shape, x.dtype)
-        np.copyto(tok.buffer.T if fortran else tok.buffer, x)
-        return tok
-
-    def _scalar0(self, c: Any, dtype: np.dtype) -> np.ndarray:
-        """`c` in a kept 0-d array (a Python number as an operand would allocate one)."""
-        s = self.scratch(dtype.char, (), dtype)
-        s.fill(c)
-        return s
-
     def _composite(self, f: CoDual, a: CoDual, b: CoDual, o: Any, kw: dict) -> tuple[CoDual, Any]:
         """What the generic `out=` mechanism does: y = uf(a, b) by its rule, then copyto(o, y)."""
         if not isinstance(o, CoDual):
@@ -138,12 +127,11 @@ class InplaceArithmetic(StatefulRRule):
                 "array; make the destination traced (e.g. np.zeros_like of a traced array)."
             )
         if o.dx is None:  # nothing traced: compute in place, restore in the pullback
-            tok = self._save(o.x)
+            tok = self.save(o.x)
             self.uf(a.x, b.x, out=o.x, **kw)
 
             def constant_pullback(dy: Any) -> tuple[Any, ...]:
-                buf = self.pop(tok)
-                np.copyto(o.x, buf if o.x.flags.c_contiguous else buf.T)
+                self.restore(tok, into=o.x)
                 return NO_R, NO_R, NO_R
 
             return o, constant_pullback

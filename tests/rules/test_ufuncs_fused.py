@@ -29,7 +29,7 @@ def _operands(
 
 def _kernel_of(A: np.ndarray, B: np.ndarray) -> Any:
     y = np.empty(np.broadcast_shapes(A.shape, B.shape), A.dtype)
-    plan = ufuncs_fused._bcast_plan(A, B, y, np.zeros_like(y), None, None)
+    plan = ufuncs_fused._bcast_plan(A, B, y, np.zeros_like(y))
     return None if plan is None else plan[0]
 
 
