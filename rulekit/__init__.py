@@ -12,6 +12,8 @@ from rulekit._errors import AmbiguousRuleError as AmbiguousRuleError
 from rulekit._errors import MissingRuleError as MissingRuleError
 from rulekit._errors import RulekitError as RulekitError
 from rulekit._errors import RuleRegistrationError as RuleRegistrationError
+from rulekit._errors import RuleRegistrationWarning as RuleRegistrationWarning
+from rulekit._errors import SubclassError as SubclassError
 from rulekit._errors import TangentError as TangentError
 from rulekit._errors import TracingError as TracingError
 from rulekit._example import Example as Example

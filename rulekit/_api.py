@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import operator
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
+from rulekit._call import subclass_error
 from rulekit._codual import CoDual
-from rulekit._errors import RulekitError
+from rulekit._errors import RulekitError, TracingError
 from rulekit._tangents import NoFData, NoRData, NoTangent, zero_fdata, zero_tangent
 from rulekit._tape import Tape
-from rulekit._trace import Tracer, is_active_leaf, output_codual, untrace
+from rulekit._trace import Tracer, describe, is_active_leaf, output_codual, untrace
 from rulekit._traced import Traced
 
 __all__ = [
@@ -27,12 +30,12 @@ _NO_R = NoRData()
 _NO_F = NoFData()
 
 
-def _argnums(argnums: int | Sequence[int], nargs: int, fname: str) -> tuple[int, ...]:
-    nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
-    if not nums or not all(isinstance(i, int) and not isinstance(i, bool) for i in nums):
+def _argnums(argnums: Any, nargs: int, fname: str) -> tuple[int, ...]:
+    nums = (argnums,) if _is_int(argnums) else tuple(argnums)
+    if not nums or not all(_is_int(i) for i in nums):
         raise TypeError(f"argnums must be an int or a non-empty tuple of ints, got {argnums!r}")
     out = []
-    for i in nums:
+    for i in map(operator.index, nums):
         j = i + nargs if i < 0 else i
         if not 0 <= j < nargs:
             raise ValueError(
@@ -45,10 +48,22 @@ def _argnums(argnums: int | Sequence[int], nargs: int, fname: str) -> tuple[int,
     return tuple(out)
 
 
+def _is_int(i: Any) -> bool:
+    """An int argnum: Python or NumPy integers (JAX accepts both), not bools."""
+    return isinstance(i, (int, np.integer)) and not isinstance(i, (bool, np.bool_))
+
+
 def _check_differentiable(x: Any, where: str) -> None:
+    if isinstance(x, Traced):
+        raise TracingError(
+            f"{where} is a value traced by an enclosing rulekit.value_and_grad/grad/"
+            "value_and_pullback: nested (higher-order) differentiation such as grad of grad "
+            "is not supported yet. Differentiate once, or compute the inner derivative by "
+            "hand; higher-order derivatives are planned."
+        )
+    if isinstance(x, np.ndarray) and type(x) is not np.ndarray:
+        raise subclass_error(x, where)
     if is_active_leaf(x):
-        if isinstance(x, np.ndarray) and x.dtype == np.float16:
-            return
         return
     if isinstance(x, (tuple, list)):
         if not x:
@@ -152,8 +167,14 @@ class ValueAndGrad:
         self._nums: dict[int, tuple[int, ...]] = {}  # argnums, normalised per number of args
         self.__wrapped__ = f
         self._fname = getattr(f, "__name__", repr(f))
+        self._lock = threading.RLock()
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        # One object, one set of rules and buffers: calls from several threads take turns.
+        with self._lock:
+            return self._call(args, kwargs)
+
+    def _call(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         fname = self._fname
         nums = self._nums.get(len(args))
         if nums is None:
@@ -162,7 +183,7 @@ class ValueAndGrad:
             x = args[i]
             if not (type(x) is np.ndarray and x.dtype.kind in "fc"):  # (the common case)
                 _check_differentiable(x, f"argument {i} of {fname}")
-        tape = Tape(self.tracer.sites)
+        tape = self.tracer.new_tape()
         targs = list(args)
         prims: dict[int, Any] = {}
         dxs: dict[int, Any] = {}
@@ -176,7 +197,8 @@ class ValueAndGrad:
             if not (isinstance(out, tuple) and len(out) == 2):
                 tape.unwind()
                 raise TypeError(
-                    f"has_aux=True: {fname} must return a pair (value, aux), got {type(out)}"
+                    f"has_aux=True: {fname} must return a pair (value, aux), got "
+                    f"{describe(out)}. Return `value, aux`, or drop has_aux=True."
                 )
             out, aux = out
             aux = untrace(aux)
@@ -184,7 +206,7 @@ class ValueAndGrad:
         self.tracer.seed(out, self._one(out), tape)
         self.tracer.backward(tape)
         grads = tuple(_gradient(args[i], targs[i], dxs[i], tape) for i in nums)
-        result = grads[0] if isinstance(self.argnums, int) else grads
+        result = grads[0] if _is_int(self.argnums) else grads
         return ((value, aux), result) if self.has_aux else (value, result)
 
     def _value(self, out: Any, tape: Tape, fname: str) -> Any:
@@ -194,11 +216,10 @@ class ValueAndGrad:
             or (isinstance(x, np.ndarray) and x.shape == () and x.dtype.kind in "fiu")
         ):
             tape.unwind()
-            shape = getattr(x, "shape", None)
             raise TypeError(
-                f"{fname} must return a real scalar to take its gradient, got "
-                f"{type(x).__name__}{'' if shape is None else f' of shape {shape}'}. "
-                "For non-scalar outputs use rulekit.value_and_pullback(f, dy, *args)."
+                f"{fname} must return a real scalar to take its gradient, got {describe(out)}. "
+                "For non-scalar outputs use rulekit.value_and_pullback(f, dy, *args); for a "
+                "complex value, differentiate a real function of it (np.abs(v)**2, v.real)."
             )
         if isinstance(x, np.ndarray):
             if self.copy:
@@ -249,7 +270,7 @@ def value_and_pullback(f: Callable[..., Any], dy: Any, *args: Any) -> tuple[Any,
     (`NoTangent()` for non-differentiable ones).
     """
     tracer = Tracer(f)
-    tape = Tape(tracer.sites)
+    tape = tracer.new_tape()
     buffers = _GradBuffers(reuse=False)
     dxs = [buffers.fdata(a, i) if _differentiable(a) else None for i, a in enumerate(args)]
     prims = [_contiguous(a) for a in args]
@@ -266,8 +287,11 @@ def value_and_pullback(f: Callable[..., Any], dy: Any, *args: Any) -> tuple[Any,
 
 
 def _differentiable(x: Any) -> bool:
+    """Whether `x` is differentiable; subclasses and traced values still raise (refused)."""
     try:
         _check_differentiable(x, "")
+    except TracingError:
+        raise
     except TypeError:
         return False
     return True
@@ -286,7 +310,7 @@ class DerivedRule:
         self.tracer = Tracer(f)
 
     def __call__(self, fc: CoDual, *args: CoDual, **kwargs: Any) -> tuple[CoDual, Any]:
-        tape = Tape(self.tracer.sites)
+        tape = self.tracer.new_tape()
         targs = [self.tracer.wrap(a.x, a.dx, tape) for a in args]
         out = self.tracer.forward(targs, kwargs, tape)
         y = output_codual(out)

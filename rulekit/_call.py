@@ -19,12 +19,13 @@ from typing import Any
 import numpy as np
 
 from rulekit._codual import CoDual
-from rulekit._errors import MissingRuleError, TracingError
+from rulekit._errors import MissingRuleError, SubclassError, TracingError
+from rulekit._primitive import trace_state
 from rulekit._registry import fast_key, function_name, registry
 from rulekit._tangents import NoFData, NoRData, zero_fdata, zero_tangent
 from rulekit._tape import ListSlots, Record, Site, Tape
 
-__all__ = ["traced_call"]
+__all__ = ["constant", "foreign_trace_error", "subclass_error", "traced_call", "wrap_output"]
 
 _NO_F = NoFData()
 _NO_R = NoRData()
@@ -54,11 +55,7 @@ def _arg(a: Any, tape: Tape, reads: list[int]) -> tuple[CoDual, Any]:
     t = type(a)
     if t is TracedArray or t is TracedScalar:
         if a.tape is not tape:
-            raise TracingError(
-                "a value traced by one rulekit trace was used inside another (nested "
-                "value_and_grad over the same value is not supported). Compute the inner "
-                "gradient with its own inputs, or use rulekit.build_rrule."
-            )
+            raise foreign_trace_error(a.tape, tape)
         reads.append(a.slot)
         return a.cd, (a.slot if a.scalar else None)
     if (t is list or t is tuple) and a and _contains_traced(a):
@@ -71,9 +68,65 @@ def _arg(a: Any, tape: Tape, reads: list[int]) -> tuple[CoDual, Any]:
             fd = _NO_F if all(isinstance(d, NoFData) for d in dxs) else tuple(dxs)
             return CoDual(tuple(xs), fd), tree
         return _list_arg(xs, parts, trees)
+    return CoDual(constant(a, tape), None), None
+
+
+def constant(a: Any, tape: Tape) -> Any:
+    """A constant argument as a rule receives it: arrays snapshotted (`Tape.freeze`),
+    also inside tuples and lists (index tuples); ndarray subclasses refused."""
+    t = type(a)
     if t is np.ndarray:
-        tape.guard(a)
-    return CoDual(a, None), None
+        return tape.freeze(a)
+    if isinstance(a, np.ndarray):
+        raise subclass_error(a, "a constant operand")
+    if (t is tuple or t is list) and any(isinstance(e, (np.ndarray, tuple, list)) for e in a):
+        return t(constant(e, tape) for e in a)
+    if isinstance(a, Traced):  # (a traced value nested deeper than _arg looks)
+        raise (
+            foreign_trace_error(a.tape, tape)
+            if a.tape is not tape
+            else TracingError(
+                "a traced value nested inside a container of containers was passed to a "
+                "numpy function. Pass it directly, or in a flat list or tuple."
+            )
+        )
+    return a
+
+
+def subclass_error(a: np.ndarray, what: str) -> TracingError:
+    """Refuse an ndarray subclass: its operators and functions may mean something else."""
+    name = f"{type(a).__module__}.{type(a).__qualname__}"
+    fix = (
+        "use `m.filled(fill_value)` or `np.where(mask, fill, data)` on plain arrays"
+        if isinstance(a, np.ma.MaskedArray)
+        else "convert it with `np.asarray(a)` (np.matrix: and write `@` for its `*`)"
+    )
+    return SubclassError(
+        f"rulekit cannot differentiate through an ndarray subclass ({name}, {what}); {fix}. "
+        "Subclasses override operators and functions (np.matrix's `*` is a matrix product, "
+        "a masked array skips masked entries) in ways the rules for plain arrays do not "
+        "follow, so their gradient would be wrong."
+    )
+
+
+def foreign_trace_error(theirs: Any, ours: Any) -> TracingError:
+    """A traced value reached a trace that is not the one that made it."""
+    tapes = trace_state.tapes
+    if theirs in tapes:
+        return TracingError(
+            "nested differentiation is not supported yet: a value traced by an outer "
+            "rulekit.value_and_grad/grad/value_and_pullback was used inside an inner one "
+            "(e.g. an inner function that closes over an outer traced value, or grad of grad). "
+            "Compute the inner derivative by hand inside the outer function, or register a "
+            "rule for the inner computation (rulekit.rrule.register). Higher-order derivatives "
+            "are planned."
+        )
+    return TracingError(
+        "a traced value was used outside the trace that made it: after its value_and_grad "
+        "call returned (kept in a global, a closure, an attribute or a cache) or from another "
+        "thread. Use only values computed in the current call; to keep a result, store the "
+        "plain value the call returns."
+    )
 
 
 def _list_arg(xs: list[Any], parts: list[Any], trees: list[Any]) -> tuple[CoDual, Any]:
@@ -104,7 +157,9 @@ def _out_error(f: Any) -> TracingError:
     )
 
 
-def _kwargs(f: Any, kwargs: dict[str, Any], reads: list[int]) -> tuple[dict[str, Any], Any]:
+def _kwargs(
+    f: Any, kwargs: dict[str, Any], tape: Tape, reads: list[int]
+) -> tuple[dict[str, Any], Any]:
     """Keyword arguments for the rule (traced arrays as CoDuals) and the traced out= array."""
     ckw: dict[str, Any] = {}
     out_t = None
@@ -126,10 +181,14 @@ def _kwargs(f: Any, kwargs: dict[str, Any], reads: list[int]) -> tuple[dict[str,
                 continue
             if not isinstance(o, Traced):
                 raise _out_error(f)
+            if o.tape is not tape:
+                raise foreign_trace_error(o.tape, tape)
             out_t = o
             reads.append(o.slot)
             ckw[k] = (o.cd,) if tv is tuple else o.cd
         elif tv is TracedArray or tv is TracedScalar:
+            if v.tape is not tape:
+                raise foreign_trace_error(v.tape, tape)
             if v.scalar:
                 raise TracingError(
                     f"a traced scalar was passed as keyword argument {k}= to "
@@ -139,7 +198,7 @@ def _kwargs(f: Any, kwargs: dict[str, Any], reads: list[int]) -> tuple[dict[str,
             reads.append(v.slot)
             ckw[k] = v.cd
         else:
-            ckw[k] = v
+            ckw[k] = constant(v, tape)
     return ckw, out_t
 
 
@@ -155,6 +214,9 @@ def traced_call(
     `fallback`, if given, is called instead when no rule matches (numpy functions
     written in Python are traced through their implementation).
     """
+    tapes = trace_state.tapes
+    if not tapes or tapes[-1] is not tape:
+        raise foreign_trace_error(tape, tapes[-1] if tapes else None)
     reads: list[int] = []
     cds: list[CoDual] = []
     primals: list[Any] = []
@@ -169,8 +231,7 @@ def traced_call(
                     in_slots = []
                 in_slots.append((i, a.slot))
         elif t is np.ndarray:
-            tape.guard(a)
-            cd = CoDual(a, None)
+            cd = CoDual(tape.freeze(a), None)
         elif t is float or t is int:
             cd = CoDual(a, None)
         else:
@@ -183,7 +244,7 @@ def traced_call(
         primals.append(cd.x)
     out_t = None
     if kwargs:
-        kwargs, out_t = _kwargs(f, kwargs, reads)
+        kwargs, out_t = _kwargs(f, kwargs, tape, reads)
 
     out_x = None if out_t is None else out_t.cd.x
     try:
@@ -266,6 +327,8 @@ def wrap_output(tape: Tape, y: CoDual) -> tuple[Any, Any, tuple[int, ...]]:
     """
     x, dx = y.x, y.dx
     tx = type(x)
+    if tx is not np.ndarray and isinstance(x, np.ndarray):
+        raise subclass_error(x, "the output of a rule")
     if tx is np.ndarray:
         if dx is None or type(dx) is not np.ndarray:
             return x, None, ()

@@ -25,3 +25,15 @@ class TracingError(RulekitError, RuntimeError):
 
 class TangentError(RulekitError, TypeError):
     """A value has no tangent type, or two tangents do not fit together."""
+
+
+class SubclassError(TracingError, TypeError):
+    """An ndarray subclass (np.matrix, a masked array, ...) was given where rulekit refuses it.
+
+    Both a `TracingError` and a `TypeError`: it is raised for differentiated
+    inputs (bad input) and for constant operands met while tracing.
+    """
+
+
+class RuleRegistrationWarning(UserWarning):
+    """A rule was registered where traced calls cannot reach it (e.g. a plain Python function)."""

@@ -10,17 +10,27 @@ recorded and dispatched to the rule registered *for the wrapper*.
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Callable
 from typing import Any
 
 __all__ = ["Primitive", "primitive"]
 
 
-class _TraceState:
-    """How many traces are running (the engine increments it) and the engine's call hook."""
+class _TraceState(threading.local):
+    """Per thread: how many traces are running, their tapes (innermost last), the call hook.
+
+    Thread-local, so that a trace running in one thread never sees (or records)
+    the calls of another thread: separate `value_and_grad` objects run
+    concurrently. `hook` is set once by the engine (the same in every thread).
+    """
 
     active: int = 0
     hook: Callable[..., Any] | None = None
+
+    def __init__(self) -> None:
+        self.tapes: list[Any] = []  # the tapes whose forward pass is running, innermost last
+        self.refusals: list[Any] = []  # TracingErrors raised by traced values in those passes
 
 
 trace_state = _TraceState()

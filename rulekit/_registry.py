@@ -8,7 +8,10 @@ matching registration; lookups are cached per concrete signature.
 
 from __future__ import annotations
 
+import functools
 import sys
+import types
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
@@ -16,7 +19,12 @@ from typing import Any, Literal, NamedTuple
 import numpy as np
 
 from rulekit._codual import CoDual
-from rulekit._errors import AmbiguousRuleError, MissingRuleError, RuleRegistrationError
+from rulekit._errors import (
+    AmbiguousRuleError,
+    MissingRuleError,
+    RuleRegistrationError,
+    RuleRegistrationWarning,
+)
 from rulekit._patterns import (
     Pattern,
     VarargPattern,
@@ -25,6 +33,7 @@ from rulekit._patterns import (
     matches,
     type_key,
 )
+from rulekit._primitive import Primitive
 
 __all__ = [
     "Registration",
@@ -205,6 +214,18 @@ def _beats(a: Registration, b: Registration, n: int) -> bool:
     return False
 
 
+def _unreachable(f: Any) -> bool:
+    """Whether traced calls of `f` can never reach a rule registered for it.
+
+    The engine sees ufuncs (and their methods), numpy functions dispatched through
+    `__array_function__`, `rulekit.primitive` wrappers, and the builtins it calls
+    itself (operator.getitem, ...). A plain Python function is none of those.
+    """
+    if isinstance(f, (Primitive, np.ufunc)) or hasattr(f, "_implementation"):
+        return False
+    return isinstance(f, (types.FunctionType, types.MethodType, functools.partial))
+
+
 def _caller_module(depth: int) -> str:
     try:
         return str(sys._getframe(depth + 1).f_globals.get("__name__", "?"))
@@ -353,6 +374,10 @@ class Registry:
     def _resolve(self, sig: Signature) -> Registration:
         entries = self._by_f.get(_fkey(sig.f), [])
         cands = [r for r in entries if r.matches(sig)]
+        if not cands and isinstance(sig.f, Primitive):
+            # `rulekit.primitive(fn)` also uses rules registered for `fn` itself.
+            entries = entries + self._by_f.get(_fkey(sig.f.fn), [])
+            cands = [r for r in entries if r.matches(sig)]
         if not cands:
             raise MissingRuleError(self._missing_message(sig, entries))
         n = len(sig.args)
@@ -433,6 +458,16 @@ class _RegisterMixin:
         # Validate the patterns now, not when the decorator is applied.
         for p in patterns:
             as_pattern(p)
+        if _unreachable(f):
+            warnings.warn(
+                f"a rule registered for the plain Python function {function_name(f)} is never "
+                f"used by traced code. Fix: wrap it, `{getattr(f, '__name__', 'f')} = "
+                "rulekit.primitive(fn)`, and call the wrapper (it uses rules registered for the "
+                "wrapper or for fn). Calls of the plain function are traced through its body, "
+                "and this rule is ignored.",
+                RuleRegistrationWarning,
+                stacklevel=2,
+            )
 
         def decorator(impl: Callable[..., Any]) -> Callable[..., Any]:
             registry.add(self._kind, f, patterns, impl, out=out, examples=examples, module=module)

@@ -20,9 +20,29 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["SaveToken", "StatefulRRule"]
+__all__ = ["POOL_KEYS", "SaveToken", "StatefulRRule", "free_list"]
 
 _BufKey = tuple[tuple[int, ...], str]
+
+
+#: How many distinct (shape, dtype) keys a rule's pools keep free buffers for. A rule
+#: that meets more shapes (a loop over growing sizes) drops the buffers of the oldest
+#: key, so memory stays bounded; steady state (a few shapes, reused) never evicts.
+POOL_KEYS = 8
+
+
+def free_list(pool: dict[Any, list[Any]], key: Any) -> list[Any]:
+    """The free list of `key` in a per-shape `pool` (made if new), keeping pools bounded.
+
+    Past `POOL_KEYS` keys, the oldest key's free buffers are dropped (buffers in use
+    are not in the pool and are unaffected). Rules with pools of their own use this too.
+    """
+    free = pool.get(key)
+    if free is None:
+        if len(pool) >= POOL_KEYS:
+            del pool[next(iter(pool))]  # (dicts keep insertion order: the oldest key)
+        free = pool[key] = []
+    return free
 
 
 class SaveToken:
@@ -57,7 +77,8 @@ class StatefulRRule:
       one forward or one pullback only (interleaved calls share it).
 
     The buffer pool is keyed by shape and dtype, so a change of shape allocates
-    new buffers and never returns a wrong-shaped one.
+    new buffers and never returns a wrong-shaped one. Free buffers are kept for
+    at most `POOL_KEYS` shapes (oldest dropped first): memory stays bounded.
     """
 
     def __init__(self) -> None:
@@ -77,7 +98,7 @@ class StatefulRRule:
         return np.empty(shape, dtype=dtype)
 
     def _recycle(self, buf: np.ndarray) -> None:
-        self._pool.setdefault((buf.shape, buf.dtype.str), []).append(buf)
+        free_list(self._pool, (buf.shape, buf.dtype.str)).append(buf)
 
     def _enter(self, buf: np.ndarray) -> SaveToken:
         self._stack.append(buf)
@@ -115,7 +136,7 @@ class StatefulRRule:
         if zeroed:
             free = self._pool[(buf.shape, buf.dtype.str)]
             free.pop()  # (restore just recycled it there: move it to the clean pool)
-            self._clean.setdefault((buf.shape, buf.dtype.str), []).append(buf)
+            free_list(self._clean, (buf.shape, buf.dtype.str)).append(buf)
         return buf
 
     def restore(self, token: SaveToken, into: np.ndarray | None = None) -> np.ndarray:

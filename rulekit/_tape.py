@@ -23,7 +23,7 @@ import numpy as np
 from rulekit._codual import CoDual
 from rulekit._tangents import NoFData, NoRData
 
-__all__ = ["Record", "Site", "Tape"]
+__all__ = ["ConstantPool", "Record", "Site", "Tape"]
 
 _NO_R = NoRData()
 _NO_F = NoFData()
@@ -79,39 +79,92 @@ class Record:
         return f"Record({sig!r}, reads={self.reads}, writes={self.writes})"
 
 
+class ConstantPool:
+    """Reused snapshot buffers for the constant arrays of one trace (see `Tape.freeze`).
+
+    One pool serves one tape at a time: a tracer hands its free pool to each new
+    tape and takes it back when the tape is done, so a trace started while
+    another of the same tracer is still waiting for its reverse pass (a derived
+    rule called twice before its pullbacks) gets a pool of its own.
+    """
+
+    __slots__ = ("buffers", "keys")
+
+    def __init__(self) -> None:
+        self.buffers: list[np.ndarray] = []  # the k-th constant of a trace is copied into [k]
+        self.keys: list[tuple[Any, ...]] = []  # (shape, dtype, strides) each buffer was made for
+
+
+def _immutable(a: np.ndarray) -> bool:
+    """Whether no write can reach `a`'s memory: it and every array it views are read-only.
+
+    (A read-only view of a writeable array, e.g. `np.broadcast_to(c, s)`, is not:
+    writes to `c` change it. A user who marks a large constant read-only,
+    `X.flags.writeable = False`, saves the copy.)
+    """
+    b: Any = a
+    while isinstance(b, np.ndarray):
+        if b.flags.writeable:
+            return False
+        b = b.base
+    return b is None or isinstance(b, bytes)
+
+
 class Tape:
     """A trace being recorded: records, slot rdata, and the call sites' rules."""
 
-    __slots__ = ("guarded", "pos", "rdata", "records", "sites")
+    __slots__ = ("consts", "nconst", "pos", "rdata", "records", "release_to", "sites")
 
-    def __init__(self, sites: list[Site]) -> None:
+    def __init__(self, sites: list[Site], free_pools: list[ConstantPool] | None = None) -> None:
         self.records: list[Record] = []
         self.rdata: list[Any] = []
         self.sites = sites
         self.pos = 0
-        self.guarded: list[np.ndarray] = []
+        self.release_to = free_pools
+        self.consts = free_pools.pop() if free_pools else ConstantPool()
+        self.nconst = 0
 
     def new_slot(self, rdata0: Any = None) -> int:
         self.rdata.append(rdata0)
         return len(self.rdata) - 1
 
-    # -- constants are made read-only while traced -------------------------
+    # -- constants are snapshotted while traced -----------------------------
 
-    def guard(self, a: np.ndarray) -> None:
-        """Make an untraced array read-only until the reverse pass has run.
+    def freeze(self, a: np.ndarray) -> np.ndarray:
+        """The value of constant array `a` now, in memory no later write can reach.
 
-        A rule may keep a reference to a constant input for its pullback; if
-        user code then mutated it untraced, the gradient would silently be
-        wrong. Read-only, such a write raises numpy's read-only error instead.
+        A rule may keep a reference to a constant input for its pullback. User
+        code may then overwrite that memory untraced (`c[:] = t + 1` on a
+        scratch view refilled in a loop, or through any other view of it), and
+        the pullback would silently read the new values. Read-only flags cannot
+        prevent that (views made earlier stay writeable), so a writeable
+        constant is copied into a pooled buffer, reused on later calls: no
+        allocation once warm. Constants whose memory is immutable are passed
+        as they are.
         """
-        if a.flags.writeable and a.base is None:
-            a.flags.writeable = False
-            self.guarded.append(a)
+        if not a.flags.writeable and _immutable(a):
+            return a
+        k = self.nconst
+        self.nconst = k + 1
+        pool = self.consts
+        key = (a.shape, a.dtype, a.strides)
+        if k < len(pool.buffers) and pool.keys[k] == key:
+            buf = pool.buffers[k]
+        else:
+            buf = np.empty_like(a, order="K")  # (same axis order as `a`: C stays C, F stays F)
+            if k < len(pool.buffers):
+                pool.buffers[k], pool.keys[k] = buf, key
+            else:
+                pool.buffers.append(buf)
+                pool.keys.append(key)
+        np.copyto(buf, a, casting="no")
+        return buf
 
-    def unguard(self) -> None:
-        for a in self.guarded:
-            a.flags.writeable = True
-        self.guarded.clear()
+    def release(self) -> None:
+        """The tape is done (reversed or unwound): its constant pool serves the next one."""
+        if self.release_to is not None and self.consts is not None:
+            self.release_to.append(self.consts)
+            self.release_to = None
 
     # -- the reverse pass ----------------------------------------------------
 
@@ -161,7 +214,7 @@ class Tape:
             # The forward already failed: restore what we can, report the original error.
             with contextlib.suppress(Exception):
                 rec.pullback(_NO_R if rec.out_slot is None else self._gather(rec.out_slot))
-        self.unguard()
+        self.release()
 
 
 def fdata_of_container(values: Any, fdatas: list[Any]) -> Any:

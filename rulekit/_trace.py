@@ -16,14 +16,14 @@ from typing import Any
 import numpy as np
 
 from rulekit._codual import CoDual
-from rulekit._errors import TracingError
+from rulekit._errors import RulekitError, TracingError
 from rulekit._primitive import trace_state
 from rulekit._stateful import StatefulRRule
 from rulekit._tangents import NoFData, NoRData, NoTangent, zero_fdata
-from rulekit._tape import Site, Tape
+from rulekit._tape import ConstantPool, Site, Tape
 from rulekit._traced import Traced, TracedArray, TracedScalar
 
-__all__ = ["Tracer", "is_active_leaf"]
+__all__ = ["Tracer", "describe", "is_active_leaf", "output_codual", "untrace"]
 
 _NO_F = NoFData()
 _NO_R = NoRData()
@@ -44,6 +44,11 @@ class Tracer:
     def __init__(self, f: Callable[..., Any]) -> None:
         self.f = f
         self.sites: list[Site] = []
+        self.free_pools: list[ConstantPool] = []  # constant snapshots, reused by later tapes
+
+    def new_tape(self) -> Tape:
+        """A tape for one evaluation, sharing this tracer's call sites and constant pools."""
+        return Tape(self.sites, self.free_pools)
 
     def reset_rules(self) -> None:
         """Drop saved state of every stateful rule (after an abandoned or failed pass)."""
@@ -61,12 +66,9 @@ class Tracer:
             return TracedArray(CoDual(x, dx), tape, tape.new_slot(), False)
         if isinstance(x, _FLOAT_SCALARS):
             return TracedScalar(CoDual(x, _NO_F), tape, tape.new_slot(type(x)(0)), True)
-        if isinstance(x, tuple):
-            dxs = (None,) * len(x) if isinstance(dx, NoFData) else dx
-            vals = [
-                self.wrap(e, d if is_active_leaf(e) or d is not None else None, tape)
-                for e, d in zip(x, dxs, strict=True)
-            ]
+        if isinstance(x, tuple):  # (a tuple of scalars has NoFData: each element is active)
+            dxs = (_NO_F,) * len(x) if isinstance(dx, NoFData) else dx
+            vals = [self.wrap(e, d, tape) for e, d in zip(x, dxs, strict=True)]
             return type(x)(*vals) if hasattr(x, "_fields") else tuple(vals)
         if isinstance(x, list):
             return [self.wrap(e, d, tape) for e, d in zip(x, dx, strict=True)]
@@ -87,18 +89,53 @@ class Tracer:
 
     def forward(self, targs: list[Any], kwargs: dict[str, Any], tape: Tape) -> Any:
         """Run `f` on the traced arguments; on error, restore state and re-raise."""
-        trace_state.active += 1
+        state = trace_state
+        state.active += 1
+        state.tapes.append(tape)
+        n_refused = len(state.refusals)
         try:
-            return self.f(*targs, **kwargs)
-        except BaseException:
+            out = self.f(*targs, **kwargs)
+        except BaseException as e:
+            tape.unwind()
+            self.reset_rules()
+            hidden = _hidden_refusal(e, state.refusals[n_refused:])
+            if hidden is None:
+                raise
+            raise TracingError(
+                f"{hidden}\n(Code between the traced function and this error caught that "
+                f"and raised {type(e).__name__}: {e})"
+            ) from e
+        finally:
+            state.tapes.pop()
+            state.active -= 1
+            swallowed = state.refusals[n_refused:]
+            del state.refusals[n_refused:]
+        if swallowed:  # f returned although a refusal was raised in it: someone caught it
+            tape.unwind()
+            self.reset_rules()
+            raise TracingError(
+                f"{swallowed[0]}\n(This error was raised inside the traced function and "
+                "caught there, by its code or a library it called, which then went on "
+                "differently than it would on plain arrays: the result could not be trusted. "
+                "Fix the call named above, or run the code that catches it on plain values.)"
+            )
+        return out
+
+    def seed(self, out: Any, dy: Any, tape: Tape) -> None:
+        """Add the output cotangent `dy` to the traced output `out` (same structure).
+
+        A `dy` whose structure, shape or dtype kind does not fit the output is
+        refused (the forward pass is unwound first), never broadcast silently.
+        """
+        try:
+            _check_cotangent(out, dy, "dy")
+        except TypeError:
             tape.unwind()
             self.reset_rules()
             raise
-        finally:
-            trace_state.active -= 1
+        self._seed(out, dy, tape)
 
-    def seed(self, out: Any, dy: Any, tape: Tape) -> None:
-        """Add the output cotangent `dy` to the traced output `out` (same structure)."""
+    def _seed(self, out: Any, dy: Any, tape: Tape) -> None:
         if isinstance(out, Traced):
             if out.scalar:
                 cur = tape.rdata[out.slot]
@@ -110,10 +147,10 @@ class Tracer:
             if isinstance(dy, (NoRData, NoTangent)):
                 return
             for o, d in zip(out, dy, strict=True):
-                self.seed(o, d, tape)
+                self._seed(o, d, tape)
         elif isinstance(out, dict):
             for k, o in out.items():
-                self.seed(o, dy[k], tape)
+                self._seed(o, dy[k], tape)
 
     def backward(self, tape: Tape) -> None:
         try:
@@ -123,7 +160,72 @@ class Tracer:
             self.reset_rules()
             raise
         finally:
-            tape.unguard()
+            tape.release()
+
+
+def _hidden_refusal(e: BaseException, refusals: list[TracingError]) -> TracingError | None:
+    """The TracingError behind `e` when a library caught it and raised its own error.
+
+    (scipy.optimize's MINPACK, for one, turns any error converting the function's
+    result into "Result from function call is not a proper array of floats".)
+    """
+    if isinstance(e, RulekitError) or not isinstance(e, Exception) or not refusals:
+        return None
+    return refusals[-1]
+
+
+_ZERO_DY = (NoRData, NoTangent, NoFData)
+
+
+def _check_cotangent(out: Any, dy: Any, where: str) -> None:
+    """Refuse an output cotangent `dy` that does not have the structure of `out`."""
+    if isinstance(dy, _ZERO_DY) or (dy is None and not isinstance(out, Traced)):
+        return
+    if isinstance(out, Traced):
+        x = out.cd.x
+        if out.scalar:
+            if not isinstance(dy, (int, float, complex, np.number)) and np.shape(dy) != ():
+                raise TypeError(f"{where} must be a scalar for a scalar output, got {describe(dy)}")
+            return
+        if np.shape(dy) != x.shape or not isinstance(dy, (np.ndarray, np.number, float, int)):
+            raise TypeError(
+                f"{where} must have the output's shape {x.shape} (an array or scalar "
+                f"cotangent per output element), got {describe(dy)}"
+            )
+        if np.iscomplexobj(dy) and x.dtype.kind != "c":
+            raise TypeError(f"{where} is complex but the output is real ({x.dtype})")
+        return
+    if isinstance(out, (tuple, list)):
+        if not isinstance(dy, (tuple, list)) or len(dy) != len(out):
+            raise TypeError(
+                f"{where} must have the output's structure, a {type(out).__name__} of "
+                f"{len(out)} cotangents, got {describe(dy)}"
+            )
+        for k, (o, d) in enumerate(zip(out, dy, strict=True)):
+            _check_cotangent(o, d, f"{where}[{k}]")
+    elif isinstance(out, dict):
+        if not isinstance(dy, dict) or set(dy) != set(out):
+            raise TypeError(
+                f"{where} must be a dict with the output's keys {sorted(map(str, out))}, "
+                f"got {describe(dy)}"
+            )
+        for k, o in out.items():
+            _check_cotangent(o, dy[k], f"{where}[{k!r}]")
+
+
+def describe(x: Any) -> str:
+    """A user-facing description of a value (traced values as what they stand for)."""
+    if isinstance(x, Traced):
+        v = x.cd.x
+        if x.scalar:
+            return f"a traced scalar ({type(v).__name__})"
+        return f"a traced array of shape {v.shape} and dtype {v.dtype}"
+    if isinstance(x, np.ndarray):
+        return f"an array of shape {x.shape} and dtype {x.dtype}"
+    if isinstance(x, (tuple, list)):
+        inner = ", ".join(describe(e) for e in x[:4]) + (", ..." if len(x) > 4 else "")
+        return f"a {type(x).__name__} of {len(x)} ({inner})"
+    return f"{type(x).__name__} {x!r}"[:120]
 
 
 def output_codual(out: Any) -> CoDual:

@@ -10,8 +10,11 @@ leave the trace and its gradient would silently be lost.
 
 from __future__ import annotations
 
+import dis
+import numbers
 import operator
 import sys
+import threading
 from typing import Any, cast
 
 import numpy as np
@@ -20,26 +23,103 @@ from numpy.lib.mixins import NDArrayOperatorsMixin
 from rulekit import _call, _operators
 from rulekit._codual import CoDual
 from rulekit._errors import TracingError
+from rulekit._primal_only import PRIMAL_ONLY
 from rulekit._primitive import trace_state
 from rulekit._tape import Tape
 
 __all__ = ["Traced"]
 
 
-def _leak(what: str) -> TracingError:
+def _refuse(err: TracingError) -> TracingError:
+    """Note a refusal raised by a traced value: if code in the traced function catches it
+    and carries on, the engine reports it when the function returns (see `Tracer.forward`)."""
+    if trace_state.active:
+        trace_state.refusals.append(err)
+    return err
+
+
+def _leak(what: str, frame: Any = None) -> TracingError:
+    """The error for a traced value about to leave the trace; `frame` is the user's line."""
+    return _refuse(_leak_error(what, frame))
+
+
+def _leak_error(what: str, frame: Any) -> TracingError:
+    if frame is not None and _storing_into_subscript(frame):
+        return TracingError(
+            "a traced value was written into an untraced array (`plain[i] = x`). Fix: make "
+            "the destination traced, e.g. `buf = np.zeros_like(x)` from a traced x, then "
+            "`buf[i] = ...`; or build the array with np.stack / np.concatenate / np.where. "
+            "Written into a plain array, the value would leave the trace and its gradient "
+            "would be lost."
+        )
     return TracingError(
-        f"{what} a traced value: it would leave the trace and its gradient would be lost. "
-        "This happens when a traced array is converted to a plain array (np.asarray, a C "
-        "extension, writing it into an untraced array `plain[i] = x`) or to a Python number "
-        "(float(), int(), .item()). Keep the computation in numpy functions that have rules, "
-        "wrap the callable with rulekit.primitive and register a rule for it, or make the "
-        "destination traced (e.g. `buf = np.zeros_like(x)`). To build an array from traced "
-        "values use np.stack([a, b]) (not np.array([a, b])); to fill one with a traced value "
-        "use np.full_like(x, v) or v * np.ones(shape) (not np.full(shape, v))."
+        f"{what} a traced value. Fix: keep the computation in numpy functions that have "
+        "rules; for another callable (a C extension, a numba or scipy function), wrap it with "
+        "rulekit.primitive and register a rule for it; to build an array from traced values "
+        "use np.stack([a, b]) (not np.array([a, b])); to fill one with a traced value use "
+        "np.full_like(x, v) or v * np.ones(shape) (not np.full(shape, v)). Converted to a "
+        "plain array or Python number, the value would leave the trace and its gradient "
+        "would silently be lost."
     )
 
 
-_falling_back: set[Any] = set()  # numpy functions whose Python implementation is running
+_STORE_SUBSCR = dis.opmap["STORE_SUBSCR"]
+
+
+def _storing_into_subscript(frame: Any) -> bool:
+    """Whether `frame` is executing `a[i] = v` (numpy converts v while storing it)."""
+    code = frame.f_code.co_code
+    i = frame.f_lasti
+    return 0 <= i < len(code) and code[i] == _STORE_SUBSCR
+
+
+def _subclass_caller(frame: Any, depth: int = 6) -> np.ndarray | None:
+    """The ndarray subclass instance whose own method is converting a traced value, if any
+    (e.g. `masked * x`: the masked array's `__mul__` runs first and calls `np.asarray(x)`)."""
+    while frame is not None and depth:
+        owner = frame.f_locals.get("self")
+        if isinstance(owner, np.ndarray) and type(owner) is not np.ndarray:
+            return owner
+        frame, depth = frame.f_back, depth - 1
+    return None
+
+
+def _on_primals(func: Any, args: Any, kwargs: Any) -> Any:
+    """Run a function without derivative on the primal values; refuse writes into traced arrays
+    (`np.any(x > 0, out=buf)` with a traced buf would change it behind the tape's back)."""
+    refused = isinstance(kwargs.get("out"), Traced)  # (checked first: nothing is written)
+    out = None if refused else func(*_primal(args), **_primal(kwargs))
+    if refused or any(isinstance(a, Traced) and out is a.cd.x for a in args):
+        raise _refuse(
+            TracingError(
+                f"{getattr(func, '__name__', func)}(..., out=...) wrote into a traced array. Fix: "
+                "drop out= and use the result (it carries no derivative); a traced array "
+                "cannot be overwritten by a function without a rule."
+            )
+        )
+    return out
+
+
+class _Fallbacks(threading.local):
+    """Per thread: numpy functions whose Python implementation is running (traced through)."""
+
+    def __init__(self) -> None:
+        self.running: set[Any] = set()
+
+
+_falling_back = _Fallbacks()
+
+
+def _primal(x: Any) -> Any:
+    """`x` with traced values replaced by their primals (in tuples, lists and dicts too)."""
+    if isinstance(x, Traced):
+        return x.cd.x
+    t = type(x)
+    if t is tuple or t is list:
+        return t(_primal(e) for e in x)
+    if t is dict:
+        return {k: _primal(v) for k, v in x.items()}
+    return x
 
 
 class Traced(NDArrayOperatorsMixin):
@@ -61,26 +141,32 @@ class Traced(NDArrayOperatorsMixin):
         return _call.traced_call(self.tape, f, inputs, kwargs)
 
     def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
+        if func in PRIMAL_ONLY:  # no derivative: answer on the primal values, as numpy would
+            return _on_primals(func, args, kwargs)
         impl = getattr(func, "_implementation", None)
         fallback = None
-        if impl is not None and hasattr(impl, "__code__") and func not in _falling_back:
+        running = _falling_back.running
+        if impl is not None and hasattr(impl, "__code__") and func not in running:
             # Without a rule, a function written in Python on top of other numpy
             # functions is traced through: its implementation runs on traced values.
             # Not re-entrantly: np.max's implementation calls `x.max()`, which is
             # np.max again; the inner call then reports the missing rule instead.
             def fallback() -> Any:
-                _falling_back.add(func)
+                running.add(func)
                 try:
                     return impl(*args, **kwargs)
                 finally:
-                    _falling_back.discard(func)
+                    running.discard(func)
 
         return _call.traced_call(self.tape, func, args, kwargs, fallback)
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         from rulekit._wrappers import suggest_wrapper
 
-        err = _leak("NumPy was asked to convert (__array__)")
+        owner = _subclass_caller(sys._getframe(1))
+        if owner is not None:
+            raise _refuse(_call.subclass_error(owner, "an operand combined with a traced value"))
+        err = _leak("NumPy was asked to convert (__array__)", sys._getframe(1))
         hint = suggest_wrapper(sys._getframe(1))
         if hint:
             err.args = (err.args[0] + hint,)
@@ -89,13 +175,13 @@ class Traced(NDArrayOperatorsMixin):
     # -- conversions that would leak -------------------------------------------
 
     def __float__(self) -> float:
-        raise _leak("float() was applied to")
+        raise _leak("float() was applied to", sys._getframe(1))
 
     def __int__(self) -> int:
-        raise _leak("int() was applied to")
+        raise _leak("int() was applied to", sys._getframe(1))
 
     def __complex__(self) -> complex:
-        raise _leak("complex() was applied to")
+        raise _leak("complex() was applied to", sys._getframe(1))
 
     def __index__(self) -> int:
         raise _leak("a traced value was used as an index: __index__ was applied to")
@@ -149,9 +235,37 @@ class Traced(NDArrayOperatorsMixin):
     def flags(self) -> Any:
         return self.cd.x.flags
 
+    @property
+    def flat(self) -> Any:
+        raise _refuse(
+            TracingError(
+                "x.flat is not supported on a traced array. Fix: use np.ravel(x) or "
+                "x.reshape(-1) to read, and `buf = np.zeros_like(x)` with `buf[np.unravel_index"
+                "(i, buf.shape)] = v` (or np.put / np.fill_diagonal) to write."
+            )
+        )
+
     def __repr__(self) -> str:
         kind = "scalar" if self.scalar else f"array{self.shape}"
         return f"Traced({kind}, dtype={self.dtype}, slot={self.slot})"
+
+    # -- copying: a traced copy; pickling: refused --------------------------------
+
+    def __copy__(self) -> Any:
+        return self if self.scalar else np.copy(cast(Any, self))  # (scalars are immutable)
+
+    def __deepcopy__(self, memo: Any) -> Any:
+        return self.__copy__()
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        raise _refuse(
+            TracingError(
+                "a traced value cannot be pickled. Fix: pickle plain values before or after "
+                "differentiating (the value rulekit returns), not inside the differentiated "
+                "function; inside it, use x.copy() or copy.deepcopy(x) for a traced copy. "
+                "Unpickled, the value would be detached from the trace: its gradient lost."
+            )
+        )
 
     def __hash__(self) -> int:
         return id(self)
@@ -186,8 +300,8 @@ class Traced(NDArrayOperatorsMixin):
         return np.cumprod(self, *args, **kwargs)
 
     def reshape(self, *shape: Any, **kwargs: Any) -> Any:
-        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
-            shape = tuple(shape[0])
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list, np.ndarray)):
+            shape = tuple(map(operator.index, shape[0]))
         return np.reshape(self, shape, **kwargs)
 
     def ravel(self, *args: Any, **kwargs: Any) -> Any:
@@ -294,6 +408,9 @@ class TracedScalar(Traced):
     __slots__ = ()
 
 
+# np.isscalar(x[0]) is True for a numpy float64; the traced scalar standing for it says the same.
+numbers.Number.register(TracedScalar)
+
 _call.Traced = Traced
 _call.TracedArray = TracedArray
 _call.TracedScalar = TracedScalar
@@ -320,4 +437,4 @@ def _primitive_hook(prim: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
     return _call.traced_call(tape, prim, args, kwargs)
 
 
-trace_state.hook = _primitive_hook
+type(trace_state).hook = staticmethod(_primitive_hook)  # (class level: every thread)

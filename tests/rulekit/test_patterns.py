@@ -39,8 +39,9 @@ def registrations() -> Iterator[None]:
             registry.remove(reg)
 
 
+@rulekit.primitive
 def _f(*args: Any) -> None:
-    """A private function to register rules for."""
+    """A private function to register rules for (wrapped: traced calls reach its rules)."""
 
 
 # -- the subtype order ------------------------------------------------------------------

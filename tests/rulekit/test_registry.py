@@ -44,11 +44,13 @@ def registrations() -> Iterator[None]:
             registry.remove(reg)
 
 
+@rulekit.primitive
 def _f(*args: Any, **kwargs: Any) -> Any:
-    """A private function to register rules for."""
+    """A private function to register rules for (wrapped: traced calls reach its rules)."""
     return args[0]
 
 
+@rulekit.primitive
 def _g(*args: Any, **kwargs: Any) -> Any:
     return args[0]
 

@@ -1,0 +1,374 @@
+"""Never a silent wrong gradient: the engine's refusals and the holes outside testing found.
+
+Each test is a way users broke the promise (issue #11): ndarray subclasses,
+constants overwritten mid-trace through views, copies and pickles of traced
+values, nested differentiation, values kept past their trace, NumPy functions
+that swallow errors, tuples of scalars, rules registered where traced calls
+cannot reach. Gradients are checked on the first *and later* calls of one
+`value_and_grad` object, against central differences.
+"""
+
+from __future__ import annotations
+
+import collections
+import copy
+import pickle
+import warnings
+from typing import Any
+
+import numpy as np
+import pytest
+from fdcheck import fd_grad
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import rulekit
+import rules  # noqa: F401  (the bundled rules)
+from rulekit import Array, CoDual, NoRData
+
+RNG = np.random.default_rng(20261124)
+
+
+def _assert_warm_calls_right(f: Any, x: np.ndarray, calls: int = 3, **kw: Any) -> None:
+    """Every one of `calls` calls of one value_and_grad object matches central differences."""
+    for copy_ in (True, False):
+        vg = rulekit.value_and_grad(f, copy=copy_, **kw)
+        for k in range(calls):
+            value, g = vg(x.copy())
+            np.testing.assert_allclose(value, f(x.copy()), rtol=1e-12)
+            np.testing.assert_allclose(
+                g, fd_grad(f, (x,), 0), rtol=1e-6, atol=1e-8, err_msg=f"call {k + 1}"
+            )
+
+
+# -- ndarray subclasses: refused, active or constant, whatever the operation --------------------
+
+
+class _Tagged(np.ndarray):
+    """A user subclass that changes nothing."""
+
+
+def _matrix(x: np.ndarray) -> Any:
+    with warnings.catch_warnings():  # (np.matrix warns PendingDeprecationWarning on creation)
+        warnings.simplefilter("ignore", PendingDeprecationWarning)
+        return np.matrix(x)
+
+
+def _subclass_instances() -> list[Any]:
+    x = RNG.normal(size=(2, 3))
+    rec = np.rec.fromarrays([x[0], x[1]], names="a,b")
+    return [
+        _matrix(x),
+        np.ma.masked_array(x, mask=[[0, 1, 0], [0, 0, 0]]),
+        x.view(_Tagged),
+        rec,
+    ]
+
+
+@pytest.mark.parametrize("sub", _subclass_instances(), ids=lambda s: type(s).__name__)
+def test_subclass_as_differentiated_input_is_refused(sub: Any) -> None:
+    before = np.array(sub, copy=True)
+    with pytest.raises(rulekit.SubclassError, match="subclass") as err:
+        rulekit.value_and_grad(lambda x: np.sum(x * x))(sub)
+    assert "np.asarray" in str(err.value) or "filled" in str(err.value)
+    assert isinstance(err.value, TypeError) and isinstance(err.value, rulekit.TracingError)
+    np.testing.assert_array_equal(np.asarray(sub), before)  # unchanged
+
+
+@pytest.mark.parametrize("sub", _subclass_instances()[:3], ids=lambda s: type(s).__name__)
+@pytest.mark.parametrize(
+    "op",
+    [
+        lambda x, c: x * c,
+        lambda x, c: c * x,
+        lambda x, c: np.add(x, c),
+        lambda x, c: np.where(c > 0, x, 0.0 * x),
+        lambda x, c: np.stack([x, c]),
+        lambda x, c: np.sum(x, where=np.asarray(c) > 0) + 0 * np.sum(x * c),
+    ],
+)
+def test_subclass_as_constant_operand_is_refused(sub: Any, op: Any) -> None:
+    x = RNG.normal(size=(2, 3))
+    with pytest.raises(rulekit.SubclassError, match=type(sub).__name__):
+        rulekit.value_and_grad(lambda x: np.sum(op(x, sub)))(x)
+
+
+def test_subclass_in_value_and_pullback_is_refused() -> None:
+    with pytest.raises(rulekit.SubclassError):
+        rulekit.value_and_pullback(lambda x: x * 2, np.ones((2, 2)), _matrix(np.ones((2, 2))))
+
+
+# -- constants overwritten while traced: the gradient uses the value each rule saw ---------------
+
+
+def test_scratch_view_refilled_in_a_loop() -> None:
+    work = np.zeros((2, 3))
+
+    def f(x: Any) -> Any:
+        c = work[0]
+        total = 0.0
+        for t in range(3):
+            c[:] = t + 1.0
+            total = total + np.sum(x * c * x)
+        return total
+
+    _assert_warm_calls_right(f, RNG.normal(size=3))
+
+
+def test_write_through_a_view_made_before_the_trace() -> None:
+    base = np.ones(4)
+    alias = base[:]  # a writeable view that exists before any rule sees `base`
+
+    def f(x: Any) -> Any:
+        alias[:] = 1.0
+        y = np.sum(np.sin(x) * base)
+        alias[:] = 7.0  # overwrites what the pullback of sin(x)*base reads
+        return y + np.sum(x * base)
+
+    _assert_warm_calls_right(f, RNG.normal(size=4))
+
+
+def test_index_array_overwritten_after_use() -> None:
+    idx = np.array([0, 2])
+
+    def f(x: Any) -> Any:
+        idx[:] = [0, 2]
+        y = np.sum(x[idx] ** 2)
+        idx[:] = [1, 1]
+        return y
+
+    _assert_warm_calls_right(f, RNG.normal(size=4))
+
+
+def test_constant_keyword_array_overwritten_after_use() -> None:
+    w = np.ones(3)
+
+    def f(x: Any) -> Any:
+        w[:] = [1.0, 2.0, 3.0]
+        y = np.average(x**2, weights=w)
+        w[:] = 0.5
+        return y
+
+    _assert_warm_calls_right(f, RNG.normal(size=3))
+
+
+def test_read_only_constants_reach_rules_uncopied() -> None:
+    seen: list[Any] = []
+    probe = rulekit.primitive(lambda x, c: x * c)
+
+    @rulekit.rrule.register(probe, Array[np.float64], Array[np.float64])
+    def probe_rrule(f: Any, x: CoDual, c: CoDual) -> Any:
+        seen.append(c.x)
+        y = CoDual(x.x * c.x, np.zeros_like(x.x))
+
+        def pb(dy: Any) -> Any:
+            x.dx += y.dx * c.x
+            return NoRData(), NoRData(), NoRData()
+
+        return y, pb
+
+    try:
+        frozen = np.arange(3.0)
+        frozen.flags.writeable = False
+        writeable = np.arange(3.0)
+        for c in (frozen, writeable):
+            g = rulekit.grad(lambda x, c=c: np.sum(probe(x, c)))(np.ones(3))
+            np.testing.assert_array_equal(g, np.arange(3.0))
+        assert seen[0] is frozen  # immutable memory: passed as it is
+        assert seen[1] is not writeable and not np.shares_memory(seen[1], writeable)
+    finally:
+        for reg in rulekit.registry.entries():
+            if reg.f is probe:
+                rulekit.registry.remove(reg)
+
+
+def test_constant_snapshots_allocate_nothing_once_warm() -> None:
+    from testutils import count_allocations
+
+    c = RNG.normal(size=(4, 3))
+
+    def f(x: Any) -> Any:
+        return np.sum(x * c[1:])  # a writeable view: snapshotted into a pooled buffer
+
+    vg = rulekit.value_and_grad(f, copy=False)
+    x = RNG.normal(size=(3, 3))
+    for _ in range(3):
+        vg(x)
+    n = count_allocations(vg, x)
+    # what remains is the sum rule's own scalar buffers, not the constant (72 bytes)
+    assert n.bytes < c[1:].nbytes, n
+
+
+# -- copies and pickles of traced values -----------------------------------------------------
+
+
+@pytest.mark.parametrize("copier", [copy.copy, copy.deepcopy, lambda v: copy.deepcopy([v])[0]])
+def test_copies_of_traced_values_are_traced(copier: Any) -> None:
+    def f(x: Any) -> Any:
+        y = x * 2.0
+        z = copier(y)
+        s = copier(np.sum(x))  # a traced scalar
+        return np.sum(z * x) + s * s
+
+    _assert_warm_calls_right(f, RNG.normal(size=3))
+
+
+def test_pickling_a_traced_value_is_refused() -> None:
+    def f(x: Any) -> Any:
+        return np.sum(pickle.loads(pickle.dumps(x * 2.0)))
+
+    with pytest.raises(rulekit.TracingError, match="cannot be pickled"):
+        rulekit.grad(f)(np.ones(3))
+
+
+# -- nested differentiation and values kept past their trace ----------------------------------
+
+
+def test_inner_gradient_closing_over_an_outer_traced_value_is_refused() -> None:
+    def f(x: Any) -> Any:
+        inner = rulekit.value_and_grad(lambda y: np.sum(np.sin(x) * y))
+        _, g = inner(np.ones(3))
+        return np.sum(g * x)
+
+    with pytest.raises(rulekit.TracingError, match="nested differentiation"):
+        rulekit.grad(f)(np.arange(3.0))
+
+
+def test_inner_function_computing_only_on_the_outer_value_is_refused() -> None:
+    def f(x: Any) -> Any:
+        def inner(y: Any) -> Any:
+            s = np.sum(x**2)  # an outer-only operation while the inner trace runs
+            return np.sum(y * 2.0), s
+
+        (_, s), _ = rulekit.value_and_grad(inner, has_aux=True)(np.ones(2))
+        return s
+
+    with pytest.raises(rulekit.TracingError, match="nested differentiation"):
+        rulekit.grad(f)(np.arange(3.0))
+
+
+def test_grad_of_grad_is_refused_with_a_clear_message() -> None:
+    gg = rulekit.grad(rulekit.grad(lambda x: np.sum(x**3)))
+    with pytest.raises(rulekit.TracingError, match="grad of grad"):
+        gg(np.ones(3))
+
+
+def test_an_independent_inner_gradient_on_constants_is_fine() -> None:
+    data = RNG.normal(size=3)
+
+    def f(x: Any) -> Any:
+        _, g = rulekit.value_and_grad(lambda w: np.sum((w - data) ** 2))(np.zeros(3))
+        return np.sum(x * g)  # g is a constant here
+
+    _assert_warm_calls_right(f, RNG.normal(size=3))
+
+
+def test_a_traced_value_kept_past_its_call_is_refused() -> None:
+    kept: list[Any] = []
+
+    def f(x: Any) -> Any:
+        y = np.sin(x)
+        if kept:
+            y = y + kept[0]  # a value from the previous call's trace
+        kept.append(y)
+        return np.sum(y)
+
+    vg = rulekit.value_and_grad(f)
+    vg(np.ones(2))
+    with pytest.raises(rulekit.TracingError, match="outside the trace that made it"):
+        vg(np.ones(2))
+
+
+# -- NumPy functions with no derivative run on the primal values ------------------------------
+
+
+def test_array_equal_and_isscalar_branch_as_numpy_does() -> None:
+    def f(x: Any) -> Any:
+        same = np.array_equal(x, x) and np.array_equiv(x, x[None]) and np.isscalar(x[0])
+        return np.sum(x * x) if same else np.sum(x)
+
+    x = RNG.normal(size=3)
+    assert f(x) == np.sum(x * x)
+    _assert_warm_calls_right(f, x)
+
+
+def test_isscalar_matches_numpy_on_traced_values() -> None:
+    got: list[bool] = []
+
+    def f(x: Any) -> Any:
+        got.extend([np.isscalar(x[0]), np.isscalar(x), np.isscalar(np.sum(x, keepdims=True))])
+        return np.sum(x)
+
+    x = np.ones(3)
+    rulekit.grad(f)(x)
+    assert got == [np.isscalar(x[0]), np.isscalar(x), np.isscalar(np.sum(x, keepdims=True))]
+
+
+# -- tuples of scalars as the differentiated argument --------------------------------------------
+
+_Pair = collections.namedtuple("_Pair", "a b")
+
+
+@settings(max_examples=25, deadline=None, derandomize=True)
+@given(
+    a=st.floats(-3, 3),
+    b=st.floats(-3, 3),
+    kinds=st.tuples(st.sampled_from([float, np.float64, np.float32])),
+    named=st.booleans(),
+)
+def test_tuple_of_float_scalars(a: float, b: float, kinds: Any, named: bool) -> None:
+    t = (kinds[0](a), np.float64(b))
+    if named:
+        t = _Pair(*t)
+    vg = rulekit.value_and_grad(lambda t: t[0] * t[1] + np.sin(t[0]))
+    for _ in range(2):
+        _, g = vg(t)
+        assert type(g) is type(t)
+        np.testing.assert_allclose([g[0], g[1]], [b + np.cos(t[0]), t[0]], rtol=1e-5, atol=1e-6)
+
+
+def test_tuple_mixing_arrays_and_scalars() -> None:
+    x = RNG.normal(size=3)
+    g = rulekit.grad(lambda t: np.sum(t[0] * t[1]) + t[1] ** 2)((x, 2.0))
+    np.testing.assert_allclose(g[0], np.full(3, 2.0))
+    np.testing.assert_allclose(g[1], np.sum(x) + 4.0)
+
+
+# -- rules registered where traced calls cannot reach -----------------------------------------
+
+
+def test_a_rule_for_a_plain_function_warns_and_primitive_uses_it() -> None:
+    def double(x: Any) -> Any:
+        return 2.0 * x
+
+    def double_rrule(f: Any, x: CoDual) -> Any:
+        y = CoDual(2.0 * x.x, np.zeros_like(x.x))
+
+        def pb(dy: Any) -> Any:
+            x.dx += 3.0 * y.dx  # deliberately not 2: shows that this rule ran
+            return NoRData(), NoRData()
+
+        return y, pb
+
+    with pytest.warns(rulekit.RuleRegistrationWarning, match="rulekit.primitive"):
+        rulekit.rrule.register(double, Array[np.float64])(double_rrule)
+    try:
+        wrapped = rulekit.primitive(double)
+        g = rulekit.grad(lambda x: np.sum(wrapped(x)))(np.ones(2))
+        np.testing.assert_array_equal(g, [3.0, 3.0])
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # registering for the wrapper does not warn
+            rulekit.rrule.register(wrapped, Array[np.float32])(double_rrule)
+    finally:
+        for reg in rulekit.registry.entries():
+            if reg.f in (double, wrapped):
+                rulekit.registry.remove(reg)
+
+
+def test_numpy_functions_do_not_warn() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        reg = rulekit.rrule.register(np.sinc, Array[np.float16])(lambda f, x: None)
+    for r in rulekit.registry.entries():
+        if r.impl is reg:
+            rulekit.registry.remove(r)
