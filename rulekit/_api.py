@@ -31,8 +31,8 @@ _NO_F = NoFData()
 
 
 def _argnums(argnums: Any, nargs: int, fname: str) -> tuple[int, ...]:
-    nums = (argnums,) if _is_int(argnums) else tuple(argnums)
-    if not nums or not all(_is_int(i) for i in nums):
+    nums = (argnums,) if _is_int(argnums) else argnums
+    if not isinstance(nums, (tuple, list)) or not nums or not all(_is_int(i) for i in nums):
         raise TypeError(f"argnums must be an int or a non-empty tuple of ints, got {argnums!r}")
     out = []
     for i in map(operator.index, nums):
