@@ -96,7 +96,12 @@ class _GradBuffers:
                 fortran = x.ndim > 1 and not x.flags.c_contiguous
                 return np.zeros(x.shape, x.dtype, order="F" if fortran else "C")
             buf = self.cache.get(key)
-            if buf is None or buf.shape != x.shape or buf.dtype != x.dtype:
+            if (
+                buf is None
+                or buf.strides != x.strides
+                or buf.shape != x.shape
+                or (buf.dtype != x.dtype)
+            ):  # (strides too: views of x must be the same views of its fdata)
                 buf = self.cache[key] = np.zeros_like(x)
             else:
                 buf.fill(0)

@@ -166,11 +166,17 @@ class Traced(NDArrayOperatorsMixin):
         owner = _subclass_caller(sys._getframe(1))
         if owner is not None:
             raise _refuse(_call.subclass_error(owner, "an operand combined with a traced value"))
-        err = _leak("NumPy was asked to convert (__array__)", sys._getframe(1))
-        hint = suggest_wrapper(sys._getframe(1))
-        if hint:
-            err.args = (err.args[0] + hint,)
-        raise err
+        frame = sys._getframe(1)
+        hint = suggest_wrapper(frame)
+        if hint:  # the one specific fix, instead of the general ones
+            raise _refuse(
+                TracingError(
+                    f"NumPy was asked to convert (__array__) a traced value.{hint} Converted "
+                    "to a plain array, the value would leave the trace and its gradient "
+                    "would silently be lost."
+                )
+            )
+        raise _leak("NumPy was asked to convert (__array__)", frame)
 
     # -- conversions that would leak -------------------------------------------
 

@@ -4,6 +4,7 @@ One module per domain; `rulekit rules` lists what each registered, and
 docs/coverage.md is generated from the registry.
 """
 
+from rules import _numba_guard  # TracingError for a traced value passed to numba (below)
 from rules import blas as blas  # scipy.linalg.blas wrappers: gemm, gemv, ger, axpy, ... (stateful)
 from rules import contractions as contractions  # einsum, tensordot, kron, multi_dot, ...
 from rules import creation as creation  # zeros_like, ones_like, empty_like, full_like
@@ -27,3 +28,7 @@ from rules import special as special  # scipy.special (+ special_binary, special
 from rules import special_more as special_more  # betainc, gammainc(c), Bessel functions, ...
 from rules import stats as stats  # scipy.stats: norm, t, beta, gamma, chi2, poisson, mvn, ...
 from rules import ufuncs as ufuncs  # every ufunc, sinc/real/imag/angle/clip/where
+
+# A traced value passed to a numba-jitted function raises TracingError, not numba's TypingError
+# (registered here, not by `import rulekit`: numba is imported by the rules' kernels anyway).
+_numba_guard.install()

@@ -30,6 +30,7 @@ import numpy as np
 from scipy.linalg import get_blas_funcs
 
 from rulekit import CoDual, SaveToken, StatefulRRule
+from rules._layout import flat_view
 from rules._util import scalar_rdata
 
 __all__ = [
@@ -79,10 +80,12 @@ def scalar_rdata_or_none(cd: CoDual | None, g: Any) -> Any:
 
 
 def _flat(x: np.ndarray, order: str | None = None) -> np.ndarray:
-    """A 1-D view of a contiguous array in its memory order (`order`, if known)."""
-    if order is None:
-        order = _order(x)
-    return x.reshape(-1) if order == "C" else x.T.reshape(-1)
+    """A 1-D view of a contiguous array in memory order `order` ('C' or 'F'; default: its
+    own), never a copy (BLAS writes through it); ValueError if `x` is not so laid out."""
+    f = x.flags
+    if order is not None and order != _order(x) and not (f.c_contiguous and f.f_contiguous):
+        raise ValueError(f"rulekit internal error: strides {x.strides} are not {order}-ordered")
+    return flat_view(x)  # (C- and F-ordered at once: one long axis, both orders agree)
 
 
 def _order(x: np.ndarray) -> str | None:

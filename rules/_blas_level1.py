@@ -159,7 +159,7 @@ class AxpyRule(_Vectors):
         inplace = f2py_inplace(y.x, dt, 1)
         others = active(x) or active_scalar(a)
         target, out, state = self.begin_output(
-            self.name, y, "y", inplace, y.x.shape, dt, others, True
+            self.name, y, "y", inplace, y.x.shape, dt, others, True, reads=(("x", x),)
         )
         if n > 0:
             self.fn(self.contig("x", x.x), target, a=al, **self.kw(n, offs))

@@ -54,7 +54,9 @@ class GemvRule(Routine):
         al, be = self.scalar(alpha, 1.0), self.scalar(beta, 0.0)
         inplace = y is not None and bool(bd.get("overwrite_y", 0)) and f2py_inplace(y.x, dt, 1)
         others = active(a) or active(x) or active_scalar(alpha) or active_scalar(beta)
-        target, out, state = self.begin_output(name, y, "y", inplace, (ly,), dt, others, True)
+        target, out, state = self.begin_output(
+            name, y, "y", inplace, (ly,), dt, others, True, reads=(("a", a), ("x", x))
+        )
         if m and n:
             ab, code = self.operand("a", A, op)
             self.fn(al, ab, self.contig("x", x.x), beta=be, y=target, offx=offx, incx=incx,
@@ -121,7 +123,9 @@ class GerRule(Routine):
         al = self.scalar(alpha, 1.0)
         inplace = a is not None and bool(bd.get("overwrite_a", 0)) and f2py_inplace(a.x, dt, 2)
         others = active(x) or active(y) or active_scalar(alpha)
-        target, out, state = self.begin_output(name, a, "a", inplace, (m, n), dt, others, True)
+        target, out, state = self.begin_output(
+            name, a, "a", inplace, (m, n), dt, others, True, reads=(("x", x), ("y", y))
+        )
         if m and n:
             self.fn(al, self.contig("x", X), self.contig("y", Y), a=target, overwrite_a=1)
 

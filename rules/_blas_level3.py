@@ -20,14 +20,14 @@ from scipy.linalg import get_blas_funcs
 from rulekit import CoDual
 from rules._blas_common import ADJ, TR, active, active_scalar, cj
 from rules._blas_routine import Routine, f2py_inplace, op_of
+from rules._layout import flat_view
 
 __all__ = ["GemmRule", "SyrkRule", "TriRule"]
 
 
 def _flat_diag(x: np.ndarray) -> np.ndarray:
-    """A writable view of the diagonal of a contiguous square matrix."""
-    flat = x.reshape(-1) if x.flags.c_contiguous else x.T.reshape(-1)
-    return flat[:: x.shape[0] + 1]
+    """A writable view of the diagonal of a contiguous square matrix (never a copy)."""
+    return flat_view(x)[:: x.shape[0] + 1]
 
 
 class GemmRule(Routine):
@@ -65,7 +65,7 @@ class GemmRule(Routine):
         inplace = c is not None and bool(bd.get("overwrite_c", 0)) and f2py_inplace(c.x, dt, 2)
         others = active(a) or active(b) or active_scalar(alpha) or active_scalar(beta)
         target, out, state = self.begin_output(
-            self.name, c, "c", inplace, (m, n), dt, others, fill=be != 0
+            self.name, c, "c", inplace, (m, n), dt, others, fill=be != 0, reads=(("a", a), ("b", b))
         )
         self.gemm_acc(target, al, A, oa, B, ob, beta=be)
 
@@ -121,7 +121,7 @@ class SyrkRule(Routine):
         inplace = c is not None and bool(bd.get("overwrite_c", 0)) and f2py_inplace(c.x, dt, 2)
         others = active(a) or active_scalar(alpha) or active_scalar(beta)
         target, out, state = self.begin_output(
-            self.name, c, "c", inplace, (n, n), dt, others, fill=True
+            self.name, c, "c", inplace, (n, n), dt, others, fill=True, reads=(("a", a),)
         )
         if n:
             ab, code = self.operand("a", A, op)
@@ -249,7 +249,7 @@ class TriRule(Routine):
         inplace = bool(bd.get("overwrite_b", 0)) and f2py_inplace(B, dt, 2)
         others = active(a) or active_scalar(alpha)
         target, out, state = self.begin_output(
-            self.name, b, "b", inplace, B.shape, dt, others, fill=True
+            self.name, b, "b", inplace, B.shape, dt, others, fill=True, reads=(("a", a),)
         )
         self._apply(target, al, A, lower, op, unit, side, self.solve)
 

@@ -148,6 +148,7 @@ class Routine(BlasRule):
         dtype: np.dtype,
         others_active: bool,
         fill: bool,
+        reads: tuple[tuple[str, CoDual | None], ...] = (),
     ) -> tuple[np.ndarray, CoDual, tuple[Any, ...]]:
         """Where a routine that writes into argument `io` writes, and the output CoDual.
 
@@ -155,9 +156,12 @@ class Routine(BlasRule):
         buffer, the output *is* `io` (sharing its fdata). Otherwise the output is a
         fresh F-ordered pooled buffer, filled with `io`'s value when `fill`, with
         pooled zero fdata. Returns (target, output, state for `end_output`).
+        `reads` are the (name, argument) pairs the routine reads: in place, none may
+        share memory with `io` (`refuse_overlap`).
         """
         if inplace:
             assert io is not None
+            self.refuse_overlap(fname, io, ioname, dtype, reads)
             if io.dx is None and others_active:
                 raise TracingError(
                     f"{fname} overwrites its argument {ioname}= (overwrite flag set, "
@@ -177,6 +181,43 @@ class Routine(BlasRule):
         dtok, dy = self.push_f(shape, dtype)
         dy.fill(0)
         return y, CoDual(y, dy), (ytok, dtok)
+
+    def refuse_overlap(
+        self,
+        fname: str,
+        io: CoDual,
+        ioname: str,
+        dtype: np.dtype,
+        reads: tuple[tuple[str, CoDual | None], ...],
+    ) -> None:
+        """Raise TracingError if `io`, about to be overwritten in place, shares memory with
+        an argument the routine reads (e.g. `dgemm(1.0, a, b, c=a, overwrite_c=1)`).
+
+        BLAS would then read values it has already overwritten (scipy does not check), and
+        the pullback, which needs the operands' values from before the call, could only
+        give a wrong gradient. `np.may_share_memory` (bounds only, cheap) screens first;
+        `np.shares_memory` decides exactly.
+        """
+        x = io.x
+        if not x.size:
+            return
+        flag = f"overwrite_{ioname}=1, " if f"overwrite_{ioname}" in self.params else ""
+        for name, cd in reads:
+            v = None if cd is None else cd.x
+            if (
+                type(v) is np.ndarray
+                and v.size
+                and np.may_share_memory(x, v)  # (cheap: bounds only)
+                and np.shares_memory(x, v)
+            ):
+                raise TracingError(
+                    f"{fname} overwrites its argument {ioname}= in place ({flag}a "
+                    f"Fortran-contiguous {dtype} array: scipy writes into it), but "
+                    f"{ioname} shares memory with {name}=, which the routine reads: "
+                    "BLAS would read values it has already overwritten, and the gradient "
+                    f"would be wrong. Pass a separate buffer as {ioname}= (e.g. "
+                    f"{ioname}.copy(order='F')) or a copy of {name}=."
+                )
 
     def end_output(self, state: tuple[Any, ...], io: CoDual | None, inplace: bool) -> None:
         """Restore `io` (in place) or recycle the output buffers (see `begin_output`)."""

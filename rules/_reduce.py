@@ -18,6 +18,7 @@ import numpy as np
 from numpy.lib.array_utils import normalize_axis_tuple
 
 from rulekit import CoDual
+from rules._layout import zeros_like_exact
 from rules._util import NO_F, NO_R
 
 __all__ = [
@@ -209,7 +210,8 @@ def split_lanes(shape: tuple[int, ...], axis: int) -> tuple[int, int, int]:
 def output(y: Any) -> CoDual:
     """The CoDual of a reduction's new output: zero fdata for a float/complex array."""
     if type(y) is np.ndarray:
-        return CoDual(y, np.zeros(y.shape, y.dtype) if y.dtype.kind in "fc" else NO_F)
+        # (laid out like y: a cumsum of an F-ordered array is F-ordered, issue #11)
+        return CoDual(y, zeros_like_exact(y) if y.dtype.kind in "fc" else NO_F)
     return CoDual(y, NO_F)
 
 

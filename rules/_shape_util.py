@@ -4,8 +4,8 @@
   the input's fdata* (`same_view`, `view_or_new`): no new memory, and the
   pullback has nothing to do, since later pullbacks incremented the shared
   memory. The engine keeps fdata with the primal's strides, so the same view
-  operation gives the matching view; if primal and fdata ever disagree about
-  being a view, `ViewMismatchError` is raised instead of silently copying.
+  operation gives the matching view; should a primal view have no matching view
+  of its fdata, `ViewMismatchError` is raised instead of silently copying.
 * **Sequences** (`np.concatenate([a, b])`, `np.select(conds, choices)`): a list
   or tuple argument arrives as one CoDual whose fdata is a list/tuple of the
   elements' fdata (`seq_fdata`); `seq_rdata` increments array elements and
@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from rulekit import Array, CoDual, NoFData
+from rules._layout import zeros_like_exact
 from rules._util import NO_R, broadcast_axes, scalar_rdata
 
 __all__ = [
@@ -35,6 +36,7 @@ __all__ = [
     "index_kind",
     "no_pullback",
     "nulls",
+    "same_strides",
     "same_view",
     "seq_fdata",
     "seq_rdata",
@@ -78,10 +80,10 @@ class ViewMismatchError(RuntimeError):
 
 def _mismatch(what: str, x: np.ndarray, dx: np.ndarray) -> ViewMismatchError:
     return ViewMismatchError(
-        f"rulekit internal error: {what} returned a view of the primal but a copy of its "
-        f"fdata (or the reverse): primal strides {x.strides}, fdata strides {dx.strides}. "
-        "fdata must have the same strides as its primal for views to alias it correctly; "
-        "create fdata with np.zeros_like(primal) (or pass contiguous arrays)."
+        f"rulekit internal error: {what} returned a view of the primal but no matching view "
+        f"of its fdata: primal strides {x.strides}, fdata strides {dx.strides}. fdata must "
+        "have the same strides as its primal for views to alias it correctly; create fdata "
+        "with rules._layout.zeros_like_exact(primal) (or pass contiguous arrays)."
     )
 
 
@@ -96,26 +98,39 @@ def same_view(x: CoDual, y: Any, fn: Callable[..., Any], *args: Any, **kwargs: A
     return CoDual(y, None if dx is None else fn(dx, *args, **kwargs))
 
 
+def same_strides(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether two arrays of one shape have the same strides (on axes longer than one)."""
+    sa, sb = a.strides, b.strides
+    return sa == sb or all(s == t for s, t, n in zip(sa, sb, a.shape, strict=True) if n > 1)
+
+
 def view_or_new(
-    x: CoDual, y: np.ndarray, fn: Callable[..., Any], *args: Any, **kwargs: Any
-) -> tuple[CoDual, bool]:
+    x: CoDual, y: np.ndarray, fn: Callable[..., Any], *args: Any, memory_order: bool = False,
+    **kwargs: Any,
+) -> tuple[CoDual, bool]:  # fmt: skip
     """Output of an operation that returns a view or a copy (reshape, ravel).
 
     Returns `(output, is_view)`: a view of `x` gets the same view of `x.dx`; a
-    copy gets fresh zero fdata; an inactive `x` gives an inactive output.
+    copy gets fresh zero fdata laid out like it (its pullback then adds ȳ back,
+    which is right whatever the fdata's layout); an inactive `x` gives an
+    inactive output. `memory_order`: the operation reads elements in memory
+    order (`order='K'` or `'A'`), so that on fdata laid out unlike `x` even a
+    view picks other elements.
+
+    The engine keeps fdata with the primal's strides, and then numpy takes the
+    same decision on both. Otherwise (fdata from elsewhere, issue #11) a view of
+    the primal without the matching view of the fdata raises `ViewMismatchError`:
+    later writes through the view must reach x̄, and a copy would lose them.
     """
     dx = x.dx
     if dx is None:
         return CoDual(y, None), True
-    if shares(y, x.x):
-        dy = fn(dx, *args, **kwargs)
-        if not shares(dy, dx):
-            raise _mismatch(getattr(fn, "__name__", "an operation"), x.x, dx)
-        return CoDual(y, dy), True
-    # Same strides make numpy take the same decision; only otherwise is it worth checking.
-    if x.x.strides != dx.strides and shares(fn(dx, *args, **kwargs), dx):
+    if not shares(y, x.x):
+        return CoDual(y, zeros_like_exact(y)), False
+    dy = fn(dx, *args, **kwargs)
+    if not shares(dy, dx) or (memory_order and not same_strides(x.x, dx)):
         raise _mismatch(getattr(fn, "__name__", "an operation"), x.x, dx)
-    return CoDual(y, np.zeros_like(y)), False
+    return CoDual(y, dy), True
 
 
 def writable(v: np.ndarray) -> np.ndarray:

@@ -67,9 +67,9 @@ def check_ufunc_kwargs(ufunc: np.ufunc, kwargs: dict[str, Any]) -> None:
     bad = sorted(set(kwargs) - _PASSED_KWARGS)
     if bad:
         raise NotImplementedError(
-            f"scipy.special.{ufunc.__name__}: keyword argument(s) {', '.join(bad)} are not "
-            "supported by its rule (only dtype=, casting=, order=, subok=). Compute without "
-            "them, e.g. with np.where on the result instead of where=."
+            f"scipy.special.{ufunc.__name__}: keyword argument(s) {', '.join(bad)} have no rule. "
+            "Fix: compute without them, e.g. with np.where on the result instead of where=. "
+            "(The rules take only dtype=, casting=, order=, subok=.)"
         )
 
 

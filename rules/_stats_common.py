@@ -58,8 +58,9 @@ class Namespace:
         if name.startswith("_") or "methods" not in self.__dict__:  # (copy/pickle probes)
             raise AttributeError(name)
         raise AttributeError(
-            f"rules.stats.{self._name} has no {name!r}: the differentiable methods are "
-            f"{', '.join(self.methods)}. Other methods of scipy.stats.{self._name} have no rule."
+            f"rules.stats.{self._name} has no {name!r}. Fix: use one of its differentiable "
+            f"methods: {', '.join(self.methods)}; other methods of scipy.stats.{self._name} "
+            "have no rule."
         )
 
     def __repr__(self) -> str:
@@ -108,9 +109,10 @@ def primal_values(bound: dict[str, Any]) -> dict[str, Any]:
 def refuse(qualname: str, name: str, why: str) -> None:
     """Raise NotImplementedError for an active argument whose derivative has no rule."""
     raise NotImplementedError(
-        f"{qualname}: no rule for the derivative with respect to {name!r} ({why}). Pass "
-        f"{name!r} as a constant (an untraced value, a plain keyword value or an integer), or "
-        "differentiate a different quantity; see docs/conventions-stats.md."
+        f"{qualname}: no rule for the derivative with respect to {name!r}, which is active "
+        f"here. Fix: pass {name!r} as a constant (an untraced value, a plain keyword value or "
+        f"an integer), or differentiate a different quantity. ({why}; see "
+        "docs/conventions-stats.md.)"
     )
 
 

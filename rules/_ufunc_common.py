@@ -17,6 +17,7 @@ from typing import Any, Union
 import numpy as np
 
 from rulekit import Array, CoDual, NoRData
+from rules._layout import zeros_like_exact
 from rules._util import NO_F, NO_R, scalar_rdata, unbroadcast
 
 __all__ = [
@@ -194,7 +195,7 @@ def _quietly(pull: Any) -> Any:
 
 def _fdata(y: np.ndarray) -> np.ndarray:
     # Zero fdata laid out like y (a view of y must view the same elements of ȳ).
-    return np.zeros(y.shape, y.dtype) if y.flags.c_contiguous else np.zeros_like(y)
+    return np.zeros(y.shape, y.dtype) if y.flags.c_contiguous else zeros_like_exact(y)
 
 
 def unary(uf: Any, pull: Callable[[Any, Any, Any], Any], quiet: bool = False) -> Any:

@@ -18,7 +18,8 @@ from typing import Any, Union
 
 import numpy as np
 
-from rulekit import Array, CoDual, NoFData, NoRData, zero_fdata
+from rulekit import Array, CoDual, NoFData, NoRData
+from rules._layout import new_fdata
 
 __all__ = [
     "ADD_REDUCE",
@@ -68,8 +69,9 @@ def is_inexact_array(y: Any) -> bool:
 
 
 def new_output(y: Any) -> CoDual:
-    """A CoDual for a freshly computed output: zero fdata for arrays, NoFData for scalars."""
-    return CoDual(y, zero_fdata(y))
+    """A CoDual for a freshly computed output: zero fdata for arrays (laid out like them,
+    `rules._layout.zeros_like_exact`), NoFData for scalars."""
+    return CoDual(y, new_fdata(y))
 
 
 def broadcast_shape(s: tuple[int, ...], t: tuple[int, ...]) -> tuple[int, ...]:

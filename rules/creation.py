@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from rulekit import Array, CoDual, StatefulRRule, build_primitive_rrule, example
+from rules._layout import zeros_like_exact
 from rules._util import NO_R, scalar_rdata
 
 __all__ = ["LikeRule"]
@@ -43,7 +44,7 @@ class LikeRule(StatefulRRule):
             if y.dtype.kind not in "fc":
                 return CoDual(y, None), lambda _: nulls
             ytok = dytok = None
-            dy = np.zeros_like(y)
+            dy = zeros_like_exact(y)
         else:
             # numpy's layout: C order, or F order (a transposed C buffer) for F-ordered x.
             shape = x.x.shape if c_order else x.x.shape[::-1]

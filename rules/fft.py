@@ -36,6 +36,7 @@ import numpy as np
 
 from rulekit import Array, CoDual, Vararg, example, rrule
 from rules._arraylike import binder, inactive, primals
+from rules._layout import zeros_like_exact
 from rules._shape_util import add_into
 from rules._util import randn
 
@@ -174,7 +175,7 @@ def fft_rrule(f: CoDual, a: CoDual, *args: CoDual, **kwargs: Any) -> tuple[CoDua
     x = a.x
     steps = _steps(fn, x.shape, b)
     lengths = _lengths(x.shape, steps)
-    out = CoDual(y, np.zeros_like(y))
+    out = CoDual(y, zeros_like_exact(y))
     result = inactive(None, nargs)[1](None)
 
     def fft_pullback(dy: Any) -> tuple[Any, ...]:
@@ -271,7 +272,7 @@ def fftshift_rrule(f: CoDual, x: CoDual, *args: CoDual, **kwargs: Any) -> tuple[
     nargs = 2 + len(args)
     if x.dx is None:
         return inactive(y, nargs)
-    out = CoDual(y, np.zeros_like(y))
+    out = CoDual(y, zeros_like_exact(y))
     back = _SHIFT_ADJOINT[f.x]
     result = inactive(None, nargs)[1](None)
 

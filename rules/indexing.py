@@ -20,6 +20,9 @@ only that write's element of v gets the cotangent (which one numpy kept is
 found by replaying the same index on an int probe array). `np.add.at(x, idx, v)`
 adds every write: `v̄ += x̄[idx]` (gathered with repeats), x̄ unchanged, and
 x[idx] ← old (saved values, not x − v: subtraction would not be exact).
+
+`np.fill_diagonal`, `np.put`, `np.place` and `np.putmask` (the same overwrite convention)
+are in `rules.indexing_write`, imported at the end of this module.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from rulekit import (
     example,
     rrule,
 )
+from rules._layout import zeros_like_exact
 from rules._shape_util import (
     BASIC,
     BOOL,
@@ -97,7 +101,7 @@ def getitem_rrule(f: CoDual, x: CoDual, idx: CoDual) -> tuple[CoDual, Any]:
         return CoDual(y, NO_F), scalar_getitem_pullback
     if kind == BASIC:
         return CoDual(y, dx[i]), _no_pb3
-    out = CoDual(y, np.zeros_like(y))
+    out = CoDual(y, zeros_like_exact(y))
 
     def getitem_pullback(dy: Any) -> tuple[Any, ...]:
         if kind == BOOL:
@@ -127,8 +131,10 @@ rrule.register(operator.getitem, INEXACT, Any, examples=_getitem_examples)(getit
 
 def _lost_write(what: str) -> TracingError:
     return TracingError(
-        f"{what} writes a traced value into an untraced array: its gradient would be lost. "
-        "Make the destination traced (e.g. `buf = np.zeros_like(x)` from a traced x)."
+        f"{what} writes a traced value into an untraced array. Fix: make the destination "
+        "traced (e.g. `buf = np.zeros_like(x)` or `buf = x.copy()` from a traced x) and write "
+        "into that. Written into a plain array, the value would leave the trace and its "
+        "gradient would be lost."
     )
 
 
@@ -143,8 +149,8 @@ def _value_rdata(v: CoDual, g: Any) -> Any:
     if isinstance(vdx, NoFData):
         return scalar_rdata(v.x, g)
     raise NotImplementedError(
-        f"rulekit: x[idx] = v with v a {type(v.x).__name__} holding traced values has no rule; "
-        "assign np.stack([...]) (or np.asarray of constants) instead."
+        f"x[idx] = v with v a {type(v.x).__name__} holding traced values has no rule. Fix: "
+        "assign np.stack([...]) of the traced values (or np.asarray of constants) instead."
     )
 
 
@@ -374,3 +380,7 @@ def _subtract_at_examples() -> list[Any]:
 
 for _fn, _ex in ((np.add.at, _add_at_examples), (np.subtract.at, _subtract_at_examples)):
     rrule.register(_fn, INEXACT, Any, Any, examples=_ex)(scatter_at_rrule)
+
+
+# np.fill_diagonal, np.put, np.place, np.putmask (they use the helpers above)
+from rules import indexing_write as indexing_write  # noqa: E402

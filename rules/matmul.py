@@ -33,6 +33,7 @@ from rulekit import (
     build_primitive_rrule,
     example,
 )
+from rulekit._stateful import free_list
 from rules._blas_common import BlasRule, active, cj
 from rules._matmul_generic import register_generic
 from rules._util import NO_F, NO_R, add_unbroadcast, broadcast_shape
@@ -187,6 +188,11 @@ class MatmulRule(BlasRule):
                     f"{self.name}(..., out=...) writes traced values into an untraced array; "
                     "make the destination traced (e.g. np.zeros_like of a traced array)."
                 )
+            if self.kind == "dot" and not (o.x.flags.c_contiguous and o.x.dtype == dt):
+                raise ValueError(  # numpy's own error (np.matmul takes any out= layout)
+                    "output array is not acceptable (must have the right datatype, number of "
+                    "dimensions, and be a C-Array)"
+                )
             if np.may_share_memory(o.x, A) or np.may_share_memory(o.x, B):
                 raise NotImplementedError(
                     f"{self.name}: out= overlapping an operand has no rule (the pullback needs "
@@ -262,9 +268,7 @@ class MatmulRule(BlasRule):
         if not (m and k and shape[-1]):
             return None
         key = (shape, ch)
-        free = self._pairs.get(key)
-        if free is None:
-            free = self._pairs[key] = []
+        free = free_list(self._pairs, key)  # (bounded: at most POOL_KEYS shapes kept)
         y, g = free.pop() if free else (np.empty(shape, dt), np.zeros(shape, dt))
         # The product by scipy's BLAS, as the pullback's: numpy and scipy each bundle an
         # OpenBLAS with its own thread pool, and alternating the two makes their idle
@@ -301,6 +305,11 @@ class MatmulRule(BlasRule):
         return CoDual(y, g), matmul_pullback
 
     def _adjoint(self, g: Any, am: np.ndarray, a: CoDual, bm: np.ndarray, b: CoDual) -> None:
+        """Ā += Ȳ·Bᴴ, B̄ += Aᴴ·Ȳ (on the matmul views `am`, `bm` of the operands)."""
+        if am.size == 0 or bm.size == 0:
+            # An empty operand: Ā and B̄ are empty, or sums over an empty axis, i.e. zero
+            # (and f2py's BLAS wrappers reject zero-size dimensions).
+            return
         da = self._views(a.dx, False) if active(a) else None
         db = self._views(b.dx, True) if active(b) else None
         if am.ndim == 2 and bm.ndim == 1 and _c_ordered_real(g, am, bm, da, db):

@@ -23,6 +23,7 @@ import numpy as np
 
 import rulekit
 from rulekit import Array, CoDual, Example, Vararg, example
+from rules._layout import zeros_like_exact
 from rules._reduce import (
     add,
     axes_of,
@@ -35,7 +36,7 @@ from rules._reduce import (
     simple_call,
     where_mask,
 )
-from rules._util import ADD_REDUCE, NO_F, NO_R, scalar_rdata
+from rules._util import ADD_REDUCE, NO_F, NO_R, filled_0d, scalar_rdata
 
 __all__ = ["cumulative_rrule", "mean_rrule", "prod_rrule", "sum_rrule"]
 
@@ -79,8 +80,6 @@ def sum_rrule(f: CoDual, x: CoDual, *args: CoDual, **kwargs: Any) -> tuple[CoDua
     """
     fn = f.x
     if fn is np.sum:
-        if not args and not kwargs and x.x.dtype.kind == "f":
-            return _sum_all(x)  # the common `np.sum(x)`: no options to bind
         simple = simple_call(x.x, args, kwargs)
         if simple is not None:
             return _sum_simple(x, *simple)
@@ -113,16 +112,58 @@ def sum_rrule(f: CoDual, x: CoDual, *args: CoDual, **kwargs: Any) -> tuple[CoDua
 _NULLS_1 = (NO_R, NO_R)
 
 
-def _sum_all(x: CoDual) -> tuple[CoDual, Any]:
-    """y = Σ x (a real array, no options) ⇒ x̄ += ȳ everywhere."""
-    y = ADD_REDUCE(x.x, None)  # what np.sum(x) computes, without its Python layers
+class SumAll:
+    """`np.sum(x)` of a real array, no options: y = Σ x ⇒ x̄ += ȳ everywhere.
 
-    def sum_all_pullback(dy: Any) -> tuple[Any, ...]:
-        if x.dx is not None:
-            x.dx += dy
-        return _NULLS_1
+    The common loss `np.sum(...)`, allocation-free: the sum goes into a kept 0-d
+    buffer (np.add.reduce would make a new 0-d array) and ȳ is added from a kept
+    0-d array (a Python float operand would be made into a new one). A plain rule
+    object, one per call site (`build_primitive_rrule`), not a StatefulRRule:
+    nothing is saved from the forward pass for the pullback, each buffer is read
+    as soon as it is written. Calls with keywords (axis=, where=, ...: dispatch
+    sees positional arguments only) go to `sum_rrule`.
+    """
 
-    return CoDual(y, NO_F), sum_all_pullback
+    def __init__(self) -> None:
+        self._zerod: dict[str, np.ndarray] = {}  # (`filled_0d`: ȳ)
+        self._y: dict[str, np.ndarray] = {}  # the forward's 0-d result, per dtype
+
+    def __call__(self, f: CoDual, x: CoDual, **kwargs: Any) -> tuple[CoDual, Any]:
+        X, dx = x.x, x.dx
+        if kwargs or X.dtype.kind != "f":
+            return sum_rrule(f, x, **kwargs)
+        buf = self._y.get(X.dtype.char)
+        if buf is None:
+            buf = self._y[X.dtype.char] = np.empty((), X.dtype)
+        ADD_REDUCE(X, None, None, buf)
+        zerod = self._zerod
+
+        def sum_all_pullback(dy: Any) -> tuple[Any, ...]:
+            if dx is not None:
+                np.add(dx, filled_0d(zerod, dy, dx.dtype), out=dx)
+            return _NULLS_1
+
+        return CoDual(buf[()], NO_F), sum_all_pullback
+
+
+def _sum_all_examples() -> list[Example]:
+    rng = np.random.default_rng(7)
+    x = rng.normal(size=(3, 4))
+    return [
+        example(x),
+        example(np.asfortranarray(x)),
+        example(x[::-1, ::2]),
+        example(rng.normal(size=5).astype(np.float32)),
+        example(np.array(1.5)),
+        example(np.zeros((0, 3))),
+        example(x, axis=0),
+        example(np.asfortranarray(x), axis=1, keepdims=True),
+    ]
+
+
+rulekit.build_primitive_rrule.register(np.sum, Array[np.floating], examples=_sum_all_examples)(
+    lambda sig: SumAll()
+)
 
 
 def _sum_simple(
@@ -133,7 +174,7 @@ def _sum_simple(
     y = ADD_REDUCE(X, axis, None, None, keepdims)  # what np.sum computes
     if type(y) is not np.ndarray:
         return CoDual(y, NO_F), _sum_pullback(x, None, None, none)
-    g = np.zeros(y.shape, y.dtype)
+    g = zeros_like_exact(y)  # (laid out like y: F-ordered for an F-ordered x)
     kshape = None if keepdims else plan(axis, X.shape)[1]
     return CoDual(y, g), _sum_pullback(x, g, kshape, none)
 
@@ -223,7 +264,7 @@ def _mean_simple(
     s = ADD_REDUCE(X, axis, None, None, keepdims)
     if type(s) is np.ndarray:
         y = np.true_divide(s, np.intp(n), out=s, casting="unsafe", subok=False)
-        g = np.zeros(y.shape, y.dtype)
+        g = zeros_like_exact(y)
     else:
         y, g = s.dtype.type(s / np.intp(n)), None
 

@@ -147,12 +147,13 @@ def reshape_rrule(f: CoDual, x: CoDual, *args: CoDual, **kwargs: Any) -> tuple[C
     a = _args(args)
     fn = f.x
     y = fn(x.x, *a, **kwargs)
-    out, is_view = view_or_new(x, y, fn, *a, **kwargs)
+    pos = 1 if fn is np.ravel else 2  # where a positional `order` sits
+    given = kwargs.get("order", a[pos - 1] if len(a) >= pos else "C")
+    out, is_view = view_or_new(x, y, fn, *a, memory_order=given in ("K", "A"), **kwargs)
     n = 2 + len(args)
     if is_view:
         return out, no_pullback(n)
-    pos = 1 if fn is np.ravel else 2  # where a positional `order` sits
-    order = _order(x.x, kwargs.get("order", a[pos - 1] if len(a) >= pos else "C"))
+    order = _order(x.x, given)
     result = no_pullback(n)(None)
 
     def reshape_pullback(dy: Any) -> tuple[Any, ...]:

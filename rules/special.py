@@ -53,6 +53,7 @@ __all__ = [
     "i0e",
     "i1",
     "i1e",
+    "lambertw",
     "log_expit",
     "log_ndtr",
     "log_softmax",
@@ -66,6 +67,7 @@ __all__ = [
     "softmax",
     "xlog1py",
     "xlogy",
+    "zeta",
 ]
 
 gammaln, digamma, psi, gamma = sp.gammaln, sp.digamma, sp.psi, sp.gamma
@@ -207,3 +209,4 @@ _unary(i1e, lambda x, y: sp.i0e(x) - np.sign(x) * y - _ratio(y, x, 0.5),
 # The two-argument ufuncs, polygamma, and the logsumexp/softmax wrappers.
 from rules.special_binary import beta, betaln, polygamma, rel_entr, xlog1py, xlogy  # noqa: E402
 from rules.special_reduce import log_softmax, logsumexp, softmax  # noqa: E402
+from rules.special_wrapped import lambertw, zeta  # noqa: E402

@@ -76,8 +76,8 @@ def _no_active(name: str, args: Sequence[CoDual], which: dict[int, str], why: st
         if active(args[i]):
             raise NotImplementedError(
                 f"scipy.special.{name}: the derivative with respect to {label} is not "
-                f"implemented ({why}), and {label} is active here. Pass {label} as a "
-                "constant: a plain value (not traced, not in argnums) or an integer."
+                f"implemented, and {label} is active here. Fix: pass {label} as a constant "
+                f"(a plain value, not traced and not in argnums, or an integer). ({why}.)"
             )
 
 

@@ -80,7 +80,8 @@ def logsumexp_rrule(f: CoDual, a: CoDual, *rest: CoDual, **kwargs: Any) -> tuple
     b = _primal(bcd)
     if b is not None and np.iscomplexobj(b):
         raise NotImplementedError(
-            "rules.special.logsumexp: complex b has no rule (real a and b only)."
+            "rules.special.logsumexp: a complex b has no rule. Fix: pass a real b (the rule "
+            "takes real a and b only)."
         )
     axis, keepdims = _primal(o["axis"]), bool(_primal(o["keepdims"]))
     rs = bool(_primal(o["return_sign"]))

@@ -33,7 +33,7 @@ from rules._reduce import (
     safe_div,
     where_mask,
 )
-from rules._util import fdata, primal, unbroadcast
+from rules._util import fdata, new_output, primal, unbroadcast
 
 __all__ = ["average_rrule", "var_rrule"]
 
@@ -136,7 +136,7 @@ def average_rrule(f: CoDual, x: CoDual, *args: CoDual, **kwargs: Any) -> tuple[C
         call_kw["weights"] = wts
     pos = [a.x for a in args]
     y = np.average(x.x, *pos, **call_kw)
-    out = CoDual(y, rulekit.zero_fdata(y))
+    out = new_output(y)
     none = nulls(args)
     returned = flag(o, "returned")
     axis = o.get("axis")

@@ -85,9 +85,9 @@ def _check_nonsingular(C: np.ndarray, qualname: str) -> None:
     if np.min(s) <= eps:
         raise SingularCovarianceError(
             f"{qualname}: the covariance is singular (smallest eigenvalue {np.min(s):.3g}, "
-            f"rank cutoff {eps:.3g}); with allow_singular=True scipy then evaluates a degenerate "
-            "density on a subspace, which has no rule. Differentiate at a nonsingular "
-            "covariance (e.g. add a small multiple of the identity)."
+            f"rank cutoff {eps:.3g}). Fix: differentiate at a nonsingular covariance (e.g. add "
+            "a small multiple of the identity). With allow_singular=True scipy evaluates a "
+            "degenerate density on a subspace, which has no rule."
         )
 
 

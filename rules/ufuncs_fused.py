@@ -11,8 +11,14 @@ are more specific (float32/float64 arrays with Python-number or same-dtype
 scalar operands), so everything else — complex, integers, numpy-scalar inputs,
 keyword arguments — still dispatches to the plain rules.
 
-Layouts: C- and F-contiguous operands go straight to the kernels; other layouts
-and broadcasting take an allocation-free numpy path through scratch buffers.
+Layouts: the pooled output and its fdata are laid out as numpy lays out the
+result (F-ordered for an F-ordered operand, else C-ordered), and the kernels run
+on their flat memory-order views (`rules._layout.flat_view`, never a copy).
+Operands (and fdata) laid out like the output go straight to the kernels; other
+layouts go through scratch copies laid out like the output (`like_scratch`),
+broadcasting through numpy on scratch buffers; all allocation-free once warm.
+A pullback must leave the output's fdata all zero before the pair goes back to
+the pool: no path writes it through a reshape that might be a copy (issue #11).
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import numpy as np
 
 import rulekit
 from rulekit import Array, CoDual, NoRData, StatefulRRule
+from rulekit._stateful import free_list
 from rules._fused_bcast_kernels import col_pullback, row_pullback
 from rules._fused_kernels import (
     BINARY,
@@ -32,6 +39,7 @@ from rules._fused_kernels import (
     scalar_pullback,
     unary_pullback,
 )
+from rules._layout import flat_view, fortran, like_scratch
 from rules._util import NO_F, NO_R, add_unbroadcast, broadcast_shape, filled_0d
 
 __all__ = ["FusedBinary", "FusedUnary"]
@@ -44,11 +52,6 @@ RealArray = Union[Array[np.float64], Array[np.float32]]
 Number = Union[float, int]
 
 
-def _flat(a: np.ndarray) -> np.ndarray:
-    """A 1-D view of a C- or F-contiguous array in memory order (no copy)."""
-    return a.reshape(-1, order="C" if a.flags.c_contiguous else "F")
-
-
 class _Pair:
     """A pooled output and its fdata (zero whenever it is in the pool), with flat views."""
 
@@ -56,16 +59,10 @@ class _Pair:
 
     def __init__(self, like: np.ndarray, shape: tuple[int, ...], dtype: np.dtype) -> None:
         # numpy's layout: F order for an F-ordered (not C-ordered) operand, else C order
-        fortran = (
-            like is not None
-            and like.ndim > 1
-            and like.flags.f_contiguous
-            and not like.flags.c_contiguous
-        )
-        order: Any = "F" if fortran else "C"
+        order: Any = "F" if like is not None and fortran(like) else "C"
         self.y = np.empty(shape, dtype, order=order)
         self.g = np.zeros(shape, dtype, order=order)
-        self.flat_y, self.flat_g = _flat(self.y), _flat(self.g)
+        self.flat_y, self.flat_g = flat_view(self.y), flat_view(self.g)
         # the broadcast kernel's arguments for the last operands (see `FusedBinary._arrays`)
         self.plan: tuple[Any, ...] | None = None
         self.flat_in: tuple[Any, ...] = ()  # (see `flat_views`)
@@ -80,7 +77,7 @@ class _Pair:
         s = self.y.strides
         views = None
         if x.strides == s and (dx is None or dx.strides == s):
-            views = (_flat(x), self.flat_y if dx is None else _flat(dx))
+            views = (flat_view(x), self.flat_y if dx is None else flat_view(dx))
         self.flat_in = (x, dx, views)
         return views
 
@@ -114,11 +111,13 @@ class _Pooled(StatefulRRule):
 
     def _take(self, like: Any, shape: tuple[int, ...], dtype: np.dtype) -> tuple[_Pair, Any]:  # type: ignore[override]
         key = (shape, like.strides if like is not None else None, dtype.char)
-        free = self._pairs.get(key)
-        if free is None:
-            free = self._pairs[key] = []
+        free = free_list(self._pairs, key)  # (bounded; a pair put back on a dropped list is freed)
         pair = free.pop() if free else _Pair(like, shape, dtype)
         return pair, free
+
+    def _like(self, name: str, pair: _Pair) -> np.ndarray:
+        """A scratch buffer laid out like the pair's output: flat views pair elements."""
+        return like_scratch(self.scratch, name, pair.y)
 
     def _accumulate(self, dx: np.ndarray, contrib: Any) -> None:
         """dx += contrib (contrib in output shape), reduced over broadcast axes, no alloc."""
@@ -159,13 +158,11 @@ class FusedUnary(_Pooled):
                 unary_pullback(self.op, pair.flat_y, pair.flat_y, pair.flat_g, pair.flat_g, False)
             elif (views := pair.flat_views(X, dx)) is not None:  # one layout: flat views line up
                 unary_pullback(self.op, views[0], pair.flat_y, pair.flat_g, views[1], True)
-            else:  # another layout: through contiguous scratch copies
-                xs, d = self.scratch("x", y.shape, y.dtype), self.scratch("dx", y.shape, y.dtype)
+            else:  # x or x̄ laid out unlike y: through scratch copies laid out like y
+                xs, d = self._like("x", pair), self._like("dx", pair)
                 np.copyto(xs, X)
                 d.fill(0)
-                unary_pullback(
-                    self.op, xs.reshape(-1), y.reshape(-1), pair.g.reshape(-1), d.reshape(-1), True
-                )
+                unary_pullback(self.op, flat_view(xs), pair.flat_y, pair.flat_g, flat_view(d), True)
                 np.add(dx, d, out=dx)
             state.clear()
             free.append(pair)
@@ -196,7 +193,7 @@ class FusedUnary(_Pooled):
 
     def _scalar(self, x: CoDual) -> tuple[CoDual, Any]:
         """A 0-d array in gives a numpy scalar out, as numpy does; its cotangent is `dy`."""
-        X1 = x.x.reshape(1)
+        X1 = x.x.reshape(1)  # (a reshape of a 0-d array, x̄'s below too, is always a view)
         pair, free = self._take(None, (1,), x.x.dtype)
         self.uf(X1, out=pair.y)
 
@@ -271,17 +268,17 @@ class FusedBinary(_Pooled):
                     dx is not None,
                     want_c,
                 )
-            else:  # another layout: through contiguous scratch copies
-                xs, d = self.scratch("x", y.shape, y.dtype), self.scratch("dx", y.shape, y.dtype)
+            else:  # x or x̄ laid out unlike y: through scratch copies laid out like y
+                xs, d = self._like("x", pair), self._like("dx", pair)
                 np.copyto(xs, X)
                 d.fill(0)
                 dc = scalar_pullback(
                     op,
-                    xs.reshape(-1),
+                    flat_view(xs),
                     float(C),
-                    y.reshape(-1),
-                    pair.g.reshape(-1),
-                    d.reshape(-1),
+                    pair.flat_y,
+                    pair.flat_g,
+                    flat_view(d),
                     dx is not None,
                     want_c,
                 )
@@ -399,8 +396,9 @@ def _bcast_plan(A: Any, B: Any, y: Any, g: Any) -> tuple[Any, ...] | None:
 
     One operand F has the output's shape; the other, S, is a row (shape (…, 1, n), the
     output read as rows of n) or a column (shape (m, 1) against a 2-D (m, n) output).
-    Everything C-contiguous. (`dummy`, writable and never written, stands in for an
-    inactive S's fdata; Y for an inactive F's.)
+    Everything C-contiguous, so every reshape here is a view (the kernel clears G through
+    its view; `_bcast_fdata` checks the fdata likewise). (`dummy`, writable and never
+    written, stands in for an inactive S's fdata; Y for an inactive F's.)
     """
     if A.shape == y.shape:
         F, S, sf = A, B, False

@@ -23,6 +23,7 @@ from rulekit import Array, CoDual, StatefulRRule, TracingError
 from rulekit._outrule import CopyToRule
 from rulekit._registry import registry
 from rules._inplace_kernels import inplace_array_pullback, inplace_scalar_pullback
+from rules._layout import flat_view
 from rules._util import NO_F, NO_R, filled_0d
 
 __all__ = ["InplaceArithmetic"]
@@ -33,17 +34,15 @@ RealArray = Union[Array[np.float64], Array[np.float32]]
 _COPYTO = CoDual(np.copyto, NO_F)
 
 
-def _flat(a: np.ndarray) -> np.ndarray:
-    return a.reshape(-1, order="C" if a.flags.c_contiguous else "F")
-
-
 def _contiguous(a: Any) -> bool:
     f = a.flags
     return bool(f.c_contiguous or f.f_contiguous)
 
 
 def _one_d(cd: CoDual) -> CoDual:
-    """A 0-d array argument as a 1-element 1-D view (its fdata too); anything else as is."""
+    """A 0-d array argument as a 1-element 1-D view (its fdata too); anything else as is.
+
+    (A reshape of a 0-d array is always a view: writes through it reach the original.)"""
     x = cd.x
     if type(x) is not np.ndarray or x.ndim:
         return cd
@@ -101,13 +100,13 @@ class InplaceArithmetic(StatefulRRule):
 
         def inplace_pullback(dy: Any) -> tuple[Any, ...]:
             self.pop(tok)  # (first: a second call raises here; z0 is read before any push)
-            z, g = _flat(Z), _flat(a.dx)
-            zf0 = _flat(z0)
+            z, g = flat_view(Z), flat_view(a.dx)
+            zf0 = flat_view(z0)
             rb: Any = NO_R
             if type(W) is np.ndarray:
                 dw = b.dx
                 inplace_array_pullback(
-                    op, z, zf0, _flat(W), g, g if dw is None else _flat(dw), dw is not None
+                    op, z, zf0, flat_view(W), g, g if dw is None else flat_view(dw), dw is not None
                 )
             else:
                 dc = inplace_scalar_pullback(op, z, zf0, float(W), g, b.dx is not None)

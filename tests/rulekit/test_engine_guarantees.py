@@ -13,7 +13,7 @@ import pytest
 import scipy.optimize
 
 import rulekit
-import rules  # noqa: F401  (the bundled rules)
+import rules
 from rulekit._stateful import POOL_KEYS, StatefulRRule
 
 RNG = np.random.default_rng(11)
@@ -101,7 +101,7 @@ def test_a_cotangent_of_the_wrong_structure_is_refused(f: Any, dy: Any, match: s
 
 
 def test_a_cotangent_of_the_right_structure_works() -> None:
-    value, (g,) = rulekit.value_and_pullback(
+    _, (g,) = rulekit.value_and_pullback(
         lambda x: (x * 2, np.sum(x)), (np.ones(3), 2.0), np.arange(3.0)
     )
     np.testing.assert_array_equal(g, np.full(3, 4.0))
@@ -139,7 +139,7 @@ def test_has_aux_and_output_messages_describe_values_not_classes() -> None:
 
 @pytest.mark.parametrize("argnums", [np.int64(0), np.int32(-2), (np.int64(0), 1)])
 def test_numpy_integer_argnums_are_ints(argnums: Any) -> None:
-    value, g = rulekit.value_and_grad(lambda x, y: np.sum(x * y), argnums=argnums)(
+    _, g = rulekit.value_and_grad(lambda x, y: np.sum(x * y), argnums=argnums)(
         np.ones(2), np.full(2, 3.0)
     )
     if isinstance(argnums, tuple):
@@ -181,3 +181,25 @@ def test_a_refusal_swallowed_by_user_code_is_reported() -> None:
     for _ in range(2):  # and the object stays usable
         with pytest.raises(rulekit.TracingError, match="caught there"):
             vg(np.ones(3))
+
+
+# -- steady state: nothing allocated beyond the results ----------------------------------------
+
+
+@pytest.mark.parametrize("layout", ["C", "F"])
+def test_a_program_of_stateful_rules_allocates_only_its_results(layout: str) -> None:
+    from testutils import count_allocations
+
+    a = np.asarray(RNG.normal(size=(6, 5)), order=layout)  # type: ignore[call-overload]
+    b = RNG.normal(size=(5, 4))
+
+    def f(a: Any) -> Any:
+        y = rules.blas.dgemm(1.0, a, b)
+        return np.sum(np.multiply(np.tanh(y.T), 2.0))
+
+    for copy_, limit in ((False, 0), (True, a.nbytes)):  # copy=True: the gradient it returns
+        vg = rulekit.value_and_grad(f, copy=copy_)
+        for _ in range(3):
+            vg(a)
+        n = count_allocations(vg, a)
+        assert n.bytes <= limit and n.count <= (0 if limit == 0 else 1), (copy_, str(n))

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 import scipy.linalg.blas as sb
-from fdcheck import check_grads, check_warm_grads, run_doc_page
+from fdcheck import check_grads, check_warm_grads, fd_grad, run_doc_page
 
 # `_arr`, the name the tests had: hypothesis seeds derandomized tests from their source text
 from fdcheck import layout_array as _arr
@@ -345,3 +345,50 @@ def test_engine_steady_state_allocates_nothing() -> None:
 def test_stateful_rules_page_runs() -> None:
     """docs/stateful-rules.md: its code blocks run, in order, as one script."""
     run_doc_page("docs/stateful-rules.md", min_blocks=8)
+
+
+# -- an overwritten argument that shares memory with an operand (issue #11) --------------------
+
+_F = np.asfortranarray(np.random.default_rng(13).normal(size=(3, 3)))
+_OVERLAPPING: dict[str, Any] = {
+    # c is a: BLAS reads a while it overwrites it
+    "dgemm c=a": lambda A: rules.blas.dgemm(1.0, A, _F, 0.5, A, overwrite_c=1),
+    "dgemm c=b": lambda A: rules.blas.dgemm(1.0, _F, A, 0.5, A, overwrite_c=1),
+    # c and b: two F-contiguous column blocks of one array that overlap (column 1)
+    "dgemm partial": lambda A: rules.blas.dgemm(
+        1.0, _F, (W := A * 1.0)[:, :2], 1.0, W[:, 1:], overwrite_c=1
+    ),
+    "zgemm c=a": lambda A: rules.blas.zgemm(1.0, (Z := A + 0j), Z, 0.5, Z, overwrite_c=1).real,
+    "sgemm c=a": lambda A: rules.blas.sgemm(1.0, (S := A.astype(np.float32)), S, 1.0, S, 0, 0, 1),
+    "dsyrk c=a": lambda A: rules.blas.dsyrk(1.0, A, 0.5, A, overwrite_c=1),
+    "dtrmm b=a": lambda A: rules.blas.dtrmm(1.0, A, A, overwrite_b=1),
+    "dtrsm b=a": lambda A: rules.blas.dtrsm(1.0, (T := A + 3 * np.eye(3)), T, overwrite_b=1),
+    "dgemv y=x": lambda A: rules.blas.dgemv(1.0, _F, (v := A[:, 0] * 1.0), 0.5, v, overwrite_y=1),
+    "dgemv y in a": lambda A: rules.blas.dgemv(1.0, A, _F[0], 0.5, A[:, 0], overwrite_y=1),
+    "dger a, x": lambda A: rules.blas.dger(1.0, A[:, 0], _F[0], a=A, overwrite_a=1),
+    "daxpy x, y": lambda A: rules.blas.daxpy((v := A[:, 0] * 1.0)[:2], v[1:]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_OVERLAPPING))
+def test_overwriting_an_operand_is_refused(name: str) -> None:
+    """scipy overwrites c/b/y/a in place (F-contiguous, overwrite flag set) while BLAS reads
+    an operand sharing its memory: no rule can give that gradient, so it is refused."""
+    f = _OVERLAPPING[name]
+    with pytest.raises(TracingError, match="shares memory with") as e:
+        rulekit.grad(lambda A: np.sum(np.real(f(A)) ** 2))(_F.copy(order="F"))
+    assert "Pass a separate buffer" in str(e.value)
+
+
+def test_overlap_is_fine_when_scipy_copies() -> None:
+    """No overwrite flag, or a C-ordered c (f2py copies it): a gradient, right on every call."""
+
+    def f(A: Any) -> Any:
+        y = rules.blas.dgemm(1.0, A, A, 0.5, A)  # overwrite_c=0: c is read, not written
+        W = A.T * 1.0  # C-ordered: copied by f2py even with overwrite_c=1
+        z = rules.blas.dgemm(1.0, W, W, 0.5, W, overwrite_c=1)
+        return np.sum(y**2) + np.sum(z**2)
+
+    vg = rulekit.value_and_grad(f)
+    for _ in range(3):
+        np.testing.assert_allclose(vg(_F.copy(order="F"))[1], fd_grad(f, (_F,), 0), rtol=1e-6)

@@ -243,3 +243,60 @@ def test_transposed_and_vector_operands_by_one_gemm(dt: Any, sa: Any, sb: Any) -
     A = A.T if len(sa) == 2 and sa[0] == 4 else A  # (4, 3) → its transpose, F-ordered
     B = B.T if len(sb) == 2 and sb[1] == 4 else B  # (5, 4) → its transpose, F-ordered
     check_rule(np.matmul, A, B)
+
+
+# -- zero-size dimensions (issue #11): zero gradients, on every call ----------------------------
+
+_EMPTY: dict[str, Any] = {
+    "X @ X.T": lambda X: np.sum(X @ X.T),
+    "np.dot(X, X.T)": lambda X: np.sum(np.dot(X, X.T)),
+    "np.inner(X, X)": lambda X: np.sum(np.inner(X, X)),
+    "X @ v": lambda X: np.sum(X @ np.ones(X.shape[1], X.dtype)),
+    "v @ X": lambda X: np.sum(np.ones(X.shape[0], X.dtype) @ X),
+    "X.T @ X (F-ordered X.T)": lambda X: np.sum(X.T @ X),
+    "X @ X.T, out=": lambda X: np.sum(np.matmul(X, X.T, out=np.zeros_like(X @ X.T))),
+    "batched": lambda X: np.sum(X[None] @ np.swapaxes(X[None], -1, -2)),
+    "mixed dtypes": lambda X: np.sum(X @ np.ones((X.shape[1], 2), np.float16)),
+}
+
+
+@pytest.mark.parametrize("copy", [True, False])
+@pytest.mark.parametrize("dt", [np.float32, np.float64, np.complex128])
+@pytest.mark.parametrize("shape", [(0, 3), (3, 0), (0, 0)])
+@pytest.mark.parametrize("name", sorted(_EMPTY))
+def test_zero_size_dimensions(name: str, shape: Any, dt: Any, copy: bool) -> None:
+    """Y = A·B with m, k or n = 0: Ā, B̄ are empty or sums over an empty axis, i.e. zero.
+    (The BLAS adjoints used to pass the empty arrays to f2py, which rejects them.)"""
+    f = _EMPTY[name]
+    vg = rulekit.value_and_grad(lambda X: np.real(f(X)), copy=copy)
+    for X in (np.zeros(shape, dt), np.zeros(shape, dt, order="F"), np.zeros(shape, dt)):
+        value, g = vg(X)
+        assert value == 0 and g.shape == X.shape and g.dtype == X.dtype and not np.any(g)
+
+
+@pytest.mark.parametrize("fn", [np.dot, np.matmul, np.inner, np.vdot, np.outer])
+def test_zero_size_vectors(fn: Any) -> None:
+    vg = rulekit.value_and_grad(lambda x, y: np.sum(fn(x, y)), argnums=(0, 1))
+    for _ in range(3):
+        value, (gx, gy) = vg(np.zeros(0), np.zeros(0))
+        assert value == 0 and gx.shape == gy.shape == (0,)
+
+
+def test_zero_size_kit() -> None:
+    for A, B in (((0, 3), (3, 2)), ((2, 0), (0, 3)), ((2, 3), (3, 0))):
+        check_rule(np.matmul, np.zeros(A), np.zeros(B))
+        check_rule(np.dot, np.zeros(A), np.zeros(B))
+
+
+def test_dot_out_must_be_c_contiguous_as_in_numpy() -> None:
+    """np.dot(out=) wants a C-contiguous out of the result's dtype (np.matmul does not)."""
+    A = np.ones((2, 3))
+
+    def f(A: Any) -> Any:
+        out = np.zeros_like(A @ A.T, order="F")  # a traced, F-ordered destination
+        return np.sum(np.dot(A, A.T, out=out))
+
+    with pytest.raises(ValueError, match="C-Array"):
+        np.dot(A, A.T, out=np.zeros((2, 2), order="F"))
+    with pytest.raises(ValueError, match="C-Array"):
+        rulekit.grad(f)(A)

@@ -1,0 +1,228 @@
+"""Issue #11, defect 1: memory layout and pooled buffers (`rules._layout`).
+
+A reduction or cumulative op on an F-ordered array made C-ordered fdata for its
+F-ordered output; a fused elementwise rule then took its fallback path, whose
+kernel wrote the clearing of its pooled fdata into a copy made by `reshape`, so
+the buffer went back to the pool dirty: right on the first call, wrong (growing)
+from the second. These tests run one `value_and_grad` object three times on each
+layout and compare every call with central differences.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+from fdcheck import fd_grad
+
+import rulekit
+import rules
+from rulekit import CoDual, zero_codual
+from rules._layout import flat_view, like_scratch, new_fdata, zeros_like_exact
+from rules._shape_util import ViewMismatchError
+
+assert rules
+
+Fn = Callable[[Any], Any]
+
+
+def _outer(Y: Any) -> Any:
+    """Z[i, j, k] = Y[i, j]·Y[i, k]: C-ordered, so Z.T is an F-ordered 3-D array."""
+    return Y[:, :, None] * Y[:, None, :]
+
+
+#: the chains of issue #11: an op whose output can be F-ordered, then a fused elementwise op
+CHAINS: dict[str, Fn] = {
+    "exp(cumsum(Y.T, 1))": lambda Y: np.sum(np.exp(np.cumsum(Y.T, axis=1))),
+    "tanh(cumprod(Y.T, 0))": lambda Y: np.sum(np.tanh(np.cumprod(Y.T, axis=0))),
+    "sum(Z.T, 1)**2": lambda Y: np.sum(np.sum(_outer(Y).T, axis=1) ** 2),
+    "sqrt(mean(Z.T, 2))": lambda Y: np.sum(np.sqrt(np.mean(_outer(Y).T, axis=2) + 1.0)),
+    "1/(2+cumsum(Y.T))": lambda Y: np.sum(1.0 / (2.0 + np.cumsum(Y.T, axis=1) ** 2)),
+    "log1p(cumsum(Y)**2)": lambda Y: np.sum(np.log1p(np.cumsum(Y, axis=0) ** 2)),
+}
+
+
+def _layout(Y: np.ndarray, layout: str) -> np.ndarray:
+    if layout == "F":
+        return np.asfortranarray(Y)
+    if layout == "negative":
+        return np.flip(np.flip(Y).copy())
+    if layout == "strided":
+        big = np.zeros((2 * Y.shape[0], 2 * Y.shape[1]), Y.dtype)
+        big[::2, ::2] = Y
+        return big[::2, ::2]
+    return np.ascontiguousarray(Y)
+
+
+def _check_calls(f: Fn, inputs: list[np.ndarray], copy: bool, rtol: float) -> None:
+    """One value_and_grad object, one call per input: each gradient against central
+    differences (and the value against f)."""
+    vg = rulekit.value_and_grad(f, copy=copy)
+    for k, Y in enumerate(inputs):
+        value, g = vg(Y)
+        g = np.array(g)  # (copy=False: an internal buffer, valid until the next call)
+        want = fd_grad(f, (Y.astype(np.float64),), 0)
+        scale = max(1.0, float(np.max(np.abs(want)))) if want.size else 1.0
+        np.testing.assert_allclose(
+            g, want, rtol=rtol, atol=rtol * scale, err_msg=f"call {k + 1}, strides {Y.strides}"
+        )
+        np.testing.assert_allclose(value, f(Y), rtol=rtol)
+
+
+@pytest.mark.parametrize("copy", [True, False])
+@pytest.mark.parametrize("layout", ["C", "F", "negative", "strided"])
+@pytest.mark.parametrize("name", sorted(CHAINS))
+def test_chain_three_calls_one_layout(name: str, layout: str, copy: bool) -> None:
+    Y = _layout(np.random.default_rng(0).uniform(0.2, 0.8, size=(3, 4)), layout)
+    _check_calls(CHAINS[name], [Y, Y, Y], copy, rtol=1e-6)
+
+
+@pytest.mark.parametrize("copy", [True, False])
+@pytest.mark.parametrize("name", sorted(CHAINS))
+def test_chain_layout_changes_between_calls(name: str, copy: bool) -> None:
+    Y = np.random.default_rng(1).uniform(0.2, 0.8, size=(3, 4))
+    layouts = ["F", "C", "negative", "F", "strided", "F"]
+    _check_calls(CHAINS[name], [_layout(Y, s) for s in layouts], copy, rtol=1e-6)
+
+
+@pytest.mark.parametrize("name", sorted(CHAINS))
+def test_chain_float32(name: str) -> None:
+    # float32 gradients against float64 differences: single-precision rounding (2e-4)
+    Y = np.random.default_rng(2).uniform(0.2, 0.8, size=(3, 4)).astype(np.float32)
+    _check_calls(CHAINS[name], [np.asfortranarray(Y)] * 3, copy=True, rtol=2e-4)
+
+
+@pytest.mark.parametrize("copy", [True, False])
+def test_empty_and_0d(copy: bool) -> None:
+    f = CHAINS["exp(cumsum(Y.T, 1))"]
+    _check_calls(f, [np.zeros((0, 4), order="F")] * 3, copy, rtol=1e-6)
+    _check_calls(f, [np.zeros((3, 0), order="F")] * 3, copy, rtol=1e-6)
+    g = lambda y: np.sum(np.exp(np.cumsum(y)) ** 2)  # noqa: E731  (0-d y: cumsum is 1-D)
+    _check_calls(g, [np.array(0.3)] * 3, copy, rtol=1e-6)
+
+
+@pytest.mark.parametrize("copy", [True, False])
+@pytest.mark.parametrize("fn", ["reshape", "ravel", "flatten", "concatenate"])
+def test_copy_false_input_layout_changes(fn: str, copy: bool) -> None:
+    """A reshape that copies the primal never needs a view of the fdata (it used to raise
+    ViewMismatchError when the reused fdata buffer kept the previous call's layout)."""
+    fs: dict[str, Fn] = {
+        "reshape": lambda X: np.sum(np.reshape(X, -1) ** 2),
+        "ravel": lambda X: np.sum(np.ravel(X) ** 2),
+        "flatten": lambda X: np.sum(X.flatten() ** 2),
+        "concatenate": lambda X: np.sum(np.concatenate([np.reshape(X, -1), X[0]]) ** 2),
+    }
+    Y = np.random.default_rng(3).normal(size=(3, 4))
+    _check_calls(fs[fn], [Y, np.asfortranarray(Y), Y[:, ::-1], Y], copy, rtol=1e-6)
+
+
+# -- the rule-level mechanism ------------------------------------------------------------------
+
+
+def _fused(uf: np.ufunc, X: np.ndarray, dX: np.ndarray) -> np.ndarray:
+    """One forward + pullback of uf's registered rule with ȳ = 1; returns a copy of dX."""
+    rule = rulekit.build_primitive_rrule(rulekit.signature_of(uf, X))
+    for _ in range(3):
+        dX.fill(0)
+        y, pb = rule(zero_codual(uf), CoDual(X, dX))
+        y.dx += 1.0
+        pb(rulekit.NoRData())
+    return dX.copy()
+
+
+@pytest.mark.parametrize("uf", [np.exp, np.tanh, np.square, np.sin])
+def test_fused_rule_with_fdata_laid_out_unlike_its_primal(uf: np.ufunc) -> None:
+    """F-ordered x with C-ordered x̄ (what the reductions used to make): the fallback path
+    must clear its pooled ȳ, so the second and third calls agree with the first."""
+    X = np.asfortranarray(np.random.default_rng(4).uniform(0.1, 0.9, size=(3, 4)))
+    want = _fused(uf, X, np.zeros((3, 4), order="F"))  # x̄ laid out like x (kernel path)
+    for dX in (np.zeros((3, 4)), np.zeros((3, 8))[:, ::2]):  # C-ordered, strided
+        np.testing.assert_allclose(_fused(uf, X, dX), want, rtol=1e-12)
+
+
+def test_reduction_outputs_have_their_primals_layout() -> None:
+    Y = np.asfortranarray(np.random.default_rng(5).normal(size=(2, 3, 4)))
+    for fn, kw in ((np.cumsum, {"axis": 1}), (np.cumprod, {"axis": 2}), (np.sum, {"axis": 1}),
+                   (np.mean, {"axis": 0}), (np.max, {"axis": 2})):  # fmt: skip
+        y, _ = rulekit.rrule(zero_codual(fn), zero_codual(Y), **kw)
+        assert y.dx.strides == y.x.strides, fn.__name__
+
+
+def test_ravel_in_memory_order_refuses_fdata_it_cannot_follow() -> None:
+    """ravel(order='K') of an F-ordered x is a view in F order; a C-ordered x̄ ravelled the
+    same way is a view in C order, pairing other elements: refused, not silently wrong."""
+    X = np.asfortranarray(np.arange(6.0).reshape(2, 3))
+    with pytest.raises(ViewMismatchError, match="strides"):
+        rulekit.rrule(zero_codual(np.ravel), CoDual(X, np.zeros((2, 3))), CoDual("K"))
+
+
+def test_reshape_copy_of_the_primal_with_other_fdata_layout() -> None:
+    """A primal copy gets fresh fdata and a pullback, whatever the fdata's layout."""
+    X = np.asfortranarray(np.arange(6.0).reshape(2, 3))
+    dX = np.zeros((2, 3))  # C-ordered: reshape(-1) of it is a view, of X a copy
+    y, pb = rulekit.rrule(zero_codual(np.reshape), CoDual(X, dX), CoDual(-1))
+    assert not np.shares_memory(y.dx, dX)
+    y.dx[...] = np.arange(6.0)
+    pb(rulekit.NoRData())
+    np.testing.assert_array_equal(dX, np.arange(6.0).reshape(2, 3))
+
+
+# -- rules._layout ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: np.ones((3, 4)),
+        lambda: np.ones((3, 4), order="F"),
+        lambda: np.ones((3, 4))[:, ::-1],
+        lambda: np.ones((4, 6))[::2, 1::3],
+        lambda: (np.ones((3, 3)) + 0j).real,  # np.linalg.eig's real eigenvalues
+        lambda: np.ones((2, 3, 4)).transpose(1, 0, 2),
+        lambda: np.ones((0, 3))[:, ::-1],
+        lambda: np.array(1.0),
+    ],
+)
+def test_zeros_like_exact(make: Callable[[], np.ndarray]) -> None:
+    y = make()
+    z = zeros_like_exact(y)
+    assert z.shape == y.shape and z.dtype == y.dtype and z.flags.writeable
+    assert z.strides == y.strides or y.size == 0
+    assert not np.any(z)
+    z[...] = 1.0  # the elements are distinct memory
+    assert z.sum() == y.size
+
+
+def test_zeros_like_exact_of_an_overlapping_view_is_compact() -> None:
+    y = np.broadcast_to(np.ones(3), (2, 3))
+    assert zeros_like_exact(y).strides == (24, 8)
+
+
+def test_new_fdata_of_tuples() -> None:
+    w = (np.ones((3, 3)) + 0j).real
+    fd = new_fdata((w, np.arange(3), 1.0))
+    assert fd[0].strides == w.strides
+    assert isinstance(fd[1], rulekit.NoFData) and isinstance(fd[2], rulekit.NoFData)
+
+
+def test_flat_view_is_never_a_copy() -> None:
+    for a in (np.zeros((3, 4)), np.zeros((3, 4), order="F"), np.zeros(5), np.zeros(())):
+        v = flat_view(a)
+        v[...] = 1.0
+        assert np.all(a == 1.0)
+    with pytest.raises(ValueError, match="neither C- nor F-contiguous"):
+        flat_view(np.zeros((3, 4))[:, ::2])
+
+
+def test_like_scratch_lines_up_with_its_model() -> None:
+    kept: dict[str, np.ndarray] = {}
+
+    def scratch(name: str, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+        return kept.setdefault(name, np.empty(shape, dtype))
+
+    for like in (np.arange(12.0).reshape(3, 4), np.asfortranarray(np.arange(12.0).reshape(3, 4))):
+        s = like_scratch(scratch, "s", like)
+        np.copyto(s, like)
+        np.testing.assert_array_equal(flat_view(s), flat_view(like))
