@@ -280,9 +280,11 @@ def traced_call(
         copy_into(tape, out_t, traced_call(tape, f, args, plain_kw))
         return out_t
     y, pullback = site.rule(site.fcd, *cds, **kwargs)
+    if kwargs:  # (traced keyword arguments, e.g. BLAS's c=, take part in aliasing checks)
+        cds = cds + [v for v in kwargs.values() if isinstance(v, CoDual)]
     x = y.x
     if out_t is not None and x is out_t.cd.x:
-        rec = Record(f, site, pullback, None, in_slots, reads, (out_t.slot,))
+        rec = Record(f, site, pullback, None, in_slots, reads, (out_t.slot,), cds, y)
         tape.records.append(rec)
         return out_t
     if type(x) is np.ndarray and type(y.dx) is np.ndarray:  # a traced array: the common case
@@ -293,7 +295,7 @@ def traced_call(
         writes: tuple[int, ...] = (slot,)
     else:
         result, out_slot, writes = wrap_output(tape, y)
-    tape.records.append(Record(f, site, pullback, out_slot, in_slots, reads, writes))
+    tape.records.append(Record(f, site, pullback, out_slot, in_slots, reads, writes, cds, y))
     return result
 
 

@@ -54,7 +54,7 @@ class ListSlots:
 class Record:
     """One recorded rule call (the trace as data)."""
 
-    __slots__ = ("f", "in_slots", "out_slot", "pullback", "reads", "site", "writes")
+    __slots__ = ("args", "f", "in_slots", "out_slot", "pullback", "reads", "site", "writes", "y")
 
     def __init__(
         self,
@@ -65,6 +65,8 @@ class Record:
         in_slots: Any,
         reads: list[int],
         writes: tuple[int, ...],
+        args: list[CoDual] | None = None,
+        y: CoDual | None = None,
     ) -> None:
         self.f = f
         self.site = site
@@ -73,10 +75,48 @@ class Record:
         self.in_slots = in_slots  # None, or [(arg position, slot tree)] for scalar inputs
         self.reads = reads  # slots of traced inputs
         self.writes = writes  # slots of traced outputs
+        self.args = args  # the rule's argument CoDuals (None: unknown, never skipped)
+        self.y = y  # the rule's output CoDual
+
+    def needed(self, live: set[int]) -> bool:
+        """Whether the reverse pass must run this pullback, given the `live` slots.
+
+        A call none of whose outputs can receive a cotangent (nothing live reads
+        them) is skipped: unused intermediates and `has_aux` values cost nothing
+        and, as in JAX and PyTorch, cannot turn a gradient into NaN (0·∞ in a
+        pullback whose cotangent is zero). A call that mutates or aliases memory
+        always runs: its pullback restores what it overwrote, and a view's
+        fdata is another value's.
+        """
+        for w in self.writes:
+            if w in live:
+                return True
+        return self.args is None or self.y is None or _mutates_or_aliases(self)
 
     def __repr__(self) -> str:
         sig = self.site.sig
         return f"Record({sig!r}, reads={self.reads}, writes={self.writes})"
+
+
+def _arrays(x: Any, into: list[np.ndarray]) -> list[np.ndarray]:
+    if isinstance(x, np.ndarray):
+        into.append(x)
+    elif isinstance(x, (tuple, list)):
+        for e in x:
+            _arrays(e, into)
+    return into
+
+
+def _mutates_or_aliases(rec: Record) -> bool:
+    """Whether a call wrote into an argument or returned memory an argument holds."""
+    if set(rec.writes) & set(rec.reads):  # out= (and in-place operators)
+        return True
+    assert rec.y is not None and rec.args is not None
+    outs = _arrays(rec.y.x, [])
+    if rec.y.x is None:
+        return True  # (setitem, copyto, add.at, put, ...: mutations return None)
+    ins = _arrays([a.x for a in rec.args], [])
+    return any(np.may_share_memory(o, i) for o in outs for i in ins)
 
 
 class ConstantPool:
@@ -113,7 +153,7 @@ def _immutable(a: np.ndarray) -> bool:
 class Tape:
     """A trace being recorded: records, slot rdata, and the call sites' rules."""
 
-    __slots__ = ("consts", "nconst", "pos", "rdata", "records", "release_to", "sites")
+    __slots__ = ("consts", "live", "nconst", "pos", "rdata", "records", "release_to", "sites")
 
     def __init__(self, sites: list[Site], free_pools: list[ConstantPool] | None = None) -> None:
         self.records: list[Record] = []
@@ -123,6 +163,7 @@ class Tape:
         self.release_to = free_pools
         self.consts = free_pools.pop() if free_pools else ConstantPool()
         self.nconst = 0
+        self.live: set[int] | None = None  # the output's slots, once seeded (see `reverse`)
 
     def new_slot(self, rdata0: Any = None) -> int:
         self.rdata.append(rdata0)
@@ -185,12 +226,17 @@ class Tape:
         for t, e in zip(tree, r, strict=True):
             self._scatter(t, e)
 
-    def reverse(self) -> None:
-        """Run every pullback, last call first."""
+    def reverse(self, live: set[int] | None = None) -> None:
+        """Run the pullbacks, last call first: all of them, or (given the slots `live` at
+        the end, e.g. the output's) those a cotangent can reach (`Record.needed`)."""
         records = self.records
         gather, scatter = self._gather, self._scatter
         while records:
             rec = records.pop()
+            if live is not None:
+                if not rec.needed(live):
+                    continue
+                live.update(rec.reads)
             os = rec.out_slot
             r = rec.pullback(_NO_R if os is None else gather(os))
             ins = rec.in_slots

@@ -134,6 +134,7 @@ class Tracer:
             self.reset_rules()
             raise
         self._seed(out, dy, tape)
+        tape.live = _traced_slots(out, set())
 
     def _seed(self, out: Any, dy: Any, tape: Tape) -> None:
         if isinstance(out, Traced):
@@ -154,7 +155,7 @@ class Tracer:
 
     def backward(self, tape: Tape) -> None:
         try:
-            tape.reverse()
+            tape.reverse(tape.live)
         except BaseException:
             tape.unwind()
             self.reset_rules()
@@ -245,6 +246,19 @@ def output_codual(out: Any) -> CoDual:
         return CoDual(out, zero_fdata(out))
     except TypeError as e:
         raise TracingError(f"the traced function returned {type(out).__name__}: {e}") from e
+
+
+def _traced_slots(x: Any, into: set[int]) -> set[int]:
+    """The slots of the traced values in `x` (inside tuples, lists and dicts too)."""
+    if isinstance(x, Traced):
+        into.add(x.slot)
+    elif isinstance(x, (tuple, list)):
+        for e in x:
+            _traced_slots(e, into)
+    elif isinstance(x, dict):
+        for e in x.values():
+            _traced_slots(e, into)
+    return into
 
 
 def _has_traced(x: Any) -> bool:

@@ -372,3 +372,46 @@ def test_numpy_functions_do_not_warn() -> None:
     for r in rulekit.registry.entries():
         if r.impl is reg:
             rulekit.registry.remove(r)
+
+
+# -- unused intermediates cost nothing and cannot make a gradient NaN ----------------------------
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # (x / 0 and log of negatives, on purpose)
+def test_unused_intermediates_do_not_turn_the_gradient_nan() -> None:
+    def f(x: Any) -> Any:
+        _ = x / 0.0  # inf: a pullback run with a zero cotangent would give 0·inf = NaN
+        _ = np.log(x - 1.0)  # NaN for x < 1
+        y = np.sqrt(x - 1.0)
+        del y
+        return np.sum(x * x)
+
+    x = np.array([0.5, 2.0, -3.0])
+    for copy_ in (True, False):
+        vg = rulekit.value_and_grad(f, copy=copy_)
+        for _ in range(3):
+            np.testing.assert_array_equal(vg(x)[1], 2 * x)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_aux_values_are_not_differentiated() -> None:
+    def f(x: Any) -> Any:
+        return np.sum(x * x), {"log": np.log(x), "inv": 1.0 / x}
+
+    x = np.array([0.0, 2.0, -1.0])
+    (value, aux), g = rulekit.value_and_grad(f, has_aux=True)(x)
+    np.testing.assert_array_equal(g, 2 * x)
+    assert np.isinf(aux["log"][0]) and np.isnan(aux["log"][2])
+
+
+def test_unused_writes_through_views_and_out_still_count() -> None:
+    def f(x: Any) -> Any:
+        buf = np.zeros_like(x)
+        v = buf[::2]  # an alias: its value is never used directly...
+        v[...] = x[::2] ** 2  # ...but the write through it reaches buf
+        np.multiply(x, 3.0, out=np.zeros_like(x))  # an unused out= result
+        t = buf.T
+        np.sin(t, out=t)  # in place through a view, result unused
+        return np.sum(buf * x)
+
+    _assert_warm_calls_right(f, RNG.normal(size=5))
