@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from rulekit._codual import CoDual
-from rulekit._errors import MissingRuleError, SubclassError, TracingError
+from rulekit._errors import MissingRuleError, SubclassError, TracingError, untraced_write_error
 from rulekit._primitive import trace_state
 from rulekit._registry import fast_key, function_name, registry
 from rulekit._tangents import NoFData, NoRData, zero_fdata, zero_tangent
@@ -115,17 +115,17 @@ def foreign_trace_error(theirs: Any, ours: Any) -> TracingError:
     if theirs in tapes:
         return TracingError(
             "nested differentiation is not supported yet: a value traced by an outer "
-            "rulekit.value_and_grad/grad/value_and_pullback was used inside an inner one "
-            "(e.g. an inner function that closes over an outer traced value, or grad of grad). "
-            "Compute the inner derivative by hand inside the outer function, or register a "
-            "rule for the inner computation (rulekit.rrule.register). Higher-order derivatives "
-            "are planned."
+            "rulekit.value_and_grad/grad/value_and_pullback was used inside an inner one. "
+            "Fix: compute the inner derivative by hand inside the outer function, or register "
+            "a rule for the inner computation (rulekit.rrule.register). (This happens when an "
+            "inner function closes over an outer traced value, or for grad of grad; "
+            "higher-order derivatives are planned.)"
         )
     return TracingError(
-        "a traced value was used outside the trace that made it: after its value_and_grad "
-        "call returned (kept in a global, a closure, an attribute or a cache) or from another "
-        "thread. Use only values computed in the current call; to keep a result, store the "
-        "plain value the call returns."
+        "a traced value was used outside the trace that made it. Fix: use only values "
+        "computed in the current call; to keep a result, store the plain value the call "
+        "returns. (The value was kept past its value_and_grad call, in a global, a closure, "
+        "an attribute or a cache, or passed to another thread.)"
     )
 
 
@@ -150,11 +150,7 @@ def _list_arg(xs: list[Any], parts: list[Any], trees: list[Any]) -> tuple[CoDual
 
 
 def _out_error(f: Any) -> TracingError:
-    return TracingError(
-        f"{function_name(f)}(..., out=...) writes traced values into an untraced array. "
-        "The write would leave the trace and its gradient would be lost. Make the "
-        "destination traced (e.g. `out = np.zeros_like(x)` from a traced x) or drop out=."
-    )
+    return untraced_write_error(f"{function_name(f)}(..., out=...)")
 
 
 def _kwargs(

@@ -37,3 +37,13 @@ class SubclassError(TracingError, TypeError):
 
 class RuleRegistrationWarning(UserWarning):
     """A rule was registered where traced calls cannot reach it (e.g. a plain Python function)."""
+
+
+def untraced_write_error(what: str) -> TracingError:
+    """The refusal for writing a traced value into an untraced array (`what` did it)."""
+    return TracingError(
+        f"{what} writes a traced value into an untraced array. Fix: make the destination "
+        "traced, e.g. `buf = np.zeros_like(x)` or `buf = x.copy()` from a traced x, and write "
+        "into that; or build the array with np.stack / np.concatenate / np.where. Written "
+        "into a plain array, the value would leave the trace and its gradient would be lost."
+    )

@@ -18,7 +18,7 @@ from typing import Any, Union
 import numpy as np
 
 from rulekit._codual import CoDual
-from rulekit._errors import TracingError
+from rulekit._errors import TracingError, untraced_write_error
 from rulekit._example import example
 from rulekit._patterns import Array
 from rulekit._registry import build_primitive_rrule
@@ -56,11 +56,7 @@ class CopyToRule(StatefulRRule):
         if isinstance(casting, CoDual) or isinstance(where, CoDual):
             raise TracingError("np.copyto: casting= and where= must be constants")
         if dst.dx is None and src.dx is not None:
-            raise TracingError(
-                "np.copyto (or out=) writes a traced value into an untraced array: "
-                "its gradient would be lost. Make the destination traced, e.g. "
-                "`buf = np.zeros_like(x)` from a traced x."
-            )
+            raise untraced_write_error("np.copyto (or out=)")
         mask = None if where is True else np.asarray(where)
         tok = self.save(dst.x)
         if mask is None and isinstance(src.x, _SCALARS) and _fits(src.x, dst.x, casting):

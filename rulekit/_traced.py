@@ -22,7 +22,7 @@ from numpy.lib.mixins import NDArrayOperatorsMixin
 
 from rulekit import _call, _operators
 from rulekit._codual import CoDual
-from rulekit._errors import TracingError
+from rulekit._errors import TracingError, untraced_write_error
 from rulekit._primal_only import PRIMAL_ONLY
 from rulekit._primitive import trace_state
 from rulekit._tape import Tape
@@ -45,13 +45,7 @@ def _leak(what: str, frame: Any = None) -> TracingError:
 
 def _leak_error(what: str, frame: Any) -> TracingError:
     if frame is not None and _storing_into_subscript(frame):
-        return TracingError(
-            "a traced value was written into an untraced array (`plain[i] = x`). Fix: make "
-            "the destination traced, e.g. `buf = np.zeros_like(x)` from a traced x, then "
-            "`buf[i] = ...`; or build the array with np.stack / np.concatenate / np.where. "
-            "Written into a plain array, the value would leave the trace and its gradient "
-            "would be lost."
-        )
+        return untraced_write_error("`plain[i] = x`")
     return TracingError(
         f"{what} a traced value. Fix: keep the computation in numpy functions that have "
         "rules; for another callable (a C extension, a numba or scipy function), wrap it with "

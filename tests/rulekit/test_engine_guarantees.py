@@ -125,7 +125,7 @@ def test_writing_a_traced_value_into_a_plain_array_says_so() -> None:
         with pytest.raises(rulekit.TracingError) as err:
             rulekit.grad(f)(np.ones(3))
         msg = str(err.value)
-        assert msg.startswith("a traced value was written into an untraced array")
+        assert msg.startswith("`plain[i] = x` writes a traced value into an untraced array")
         assert msg.index("Fix:") < msg.index("gradient")  # the fix before the explanation
 
 

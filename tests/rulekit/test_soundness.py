@@ -399,7 +399,7 @@ def test_aux_values_are_not_differentiated() -> None:
         return np.sum(x * x), {"log": np.log(x), "inv": 1.0 / x}
 
     x = np.array([0.0, 2.0, -1.0])
-    (value, aux), g = rulekit.value_and_grad(f, has_aux=True)(x)
+    (_, aux), g = rulekit.value_and_grad(f, has_aux=True)(x)
     np.testing.assert_array_equal(g, 2 * x)
     assert np.isinf(aux["log"][0]) and np.isnan(aux["log"][2])
 
