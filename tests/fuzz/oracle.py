@@ -1,0 +1,463 @@
+"""The differential check: one program, two `value_and_grad` objects, several calls.
+
+`check_program` runs a generated `Program` through `rulekit.value_and_grad` with `copy=True`
+and with `copy=False`, each object called once per `CallPlan` on fresh inputs in the plan's
+layouts, and compares every call with plain numpy:
+
+- the value with the program run by numpy on the same inputs (same dtype);
+- every gradient with central finite differences of the program run by numpy on float64 /
+  complex128 copies of the inputs (complex: ∂L/∂x + i ∂L/∂y, PyTorch's convention);
+- the gradient's shape and dtype with the input's, the inputs after the call with before it,
+  and (copy=True) every returned gradient at the end with what it was when returned.
+
+A `rulekit` refusal (`RulekitError`, `TypeError`, `NotImplementedError`) on the first call is not
+a defect: the program
+counts as refused. Any other exception, or a refusal on a later call of a program that has
+already run, is a `Defect`, as is every mismatch. A `Defect` carries a runnable reproducer: the
+program, the input construction of every call so far, which call went wrong, observed vs expected.
+
+Tolerances (`grad_tolerance`):
+
+- finite differences: central differences with h = 1e-6 on float64 have truncation error
+  O(h² f''') and rounding error ≈ eps·|f|/h. Both are estimated per element: the rounding term as
+  8·eps·S/h with S the magnitude of the loss's terms, and the truncation term (and the rounding
+  noise again) as 2·|D(h) − D(2h)|, since D(2h) − D(h) ≈ 3·(truncation error of D(h)).
+- the engine: a float64/complex128 gradient is computed in float64 along a different path; its
+  rounding error is a few eps times the condition of the program, which the magnitude guard
+  (registers ≤ 1e4) bounds: rtol 1e-7 of the input's gradient scale leaves a wide margin. A
+  float32 gradient is computed in float32 (eps = 6e-8) by up to 8 steps on registers ≤ 1e4
+  relative magnitude: rtol 2e-3 of the gradient scale, where the scale also counts the loss's
+  magnitude per input element (S / (1 + max|x|)) for gradients that cancel.
+- values: same dtype on both sides, different summation order and kernels: rtol 1e-10
+  (float64) or 1e-4 (float32) of the loss's magnitude S.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import time
+import traceback
+import warnings
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from fuzz.program import NAMESPACE, IllPosed, InputSpec, Program, run_reference
+
+import rulekit
+import rules  # noqa: F401  (registers the bundled rules)
+
+H = 1e-6
+EPS64 = float(np.finfo(np.float64).eps)
+GRAD_RTOL = {"float64": 1e-7, "complex128": 1e-7, "float32": 2e-3}
+VALUE_RTOL = {"float64": 1e-10, "complex128": 1e-10, "float32": 1e-4}
+SCALE = 0.7  # inputs are SCALE · standard normal
+
+LAYOUTS = ("C", "F", "strided", "reversed", "reversed_F")
+LAYOUTS_0D = ("C", "strided")  # numpy scalars: InputSpec.scalar, fixed per program
+
+# statistics of all checks in this process (read by the tests' summary)
+STATS: Counter[str] = Counter()
+REFUSALS: Counter[str] = Counter()
+CLOCK = {"start": time.monotonic()}
+FIRST: dict[
+    str, tuple[int, float]
+] = {}  # defect signature: (programs run, seconds) when first seen
+
+
+@dataclasses.dataclass(frozen=True)
+class CallPlan:
+    """One round of calls: fresh input values from `seed`, a layout per input per object.
+
+    `flip` runs this round of a float32/float64 program in the other precision, so one object
+    sees a change of dtype between calls (its rules are rebuilt, its buffers must not leak).
+    """
+
+    seed: int
+    layouts_copy: tuple[int, ...]  # indices into LAYOUTS / LAYOUTS_0D
+    layouts_nocopy: tuple[int, ...]
+    flip: bool = False
+
+
+class Defect(AssertionError):
+    """A wrong value or gradient, an internal error, or another broken promise."""
+
+    kind = "defect"
+    program: Program | None = None
+
+
+_DEFECT_TYPES: dict[str, type[Defect]] = {}
+
+
+def defect_type(signature: str) -> type[Defect]:
+    """One exception class per defect signature, so hypothesis reports (and shrinks) each
+    distinct defect separately instead of stopping at the first."""
+    if signature not in _DEFECT_TYPES:
+        name = re.sub(r"\W+", "_", signature).strip("_")
+        _DEFECT_TYPES[signature] = type(name, (Defect,), {"kind": signature})
+    return _DEFECT_TYPES[signature]
+
+
+# -- inputs ----------------------------------------------------------------------------------------
+
+
+def layout_name(spec: InputSpec, index: int) -> str:
+    if spec.scalar:
+        return "scalar"
+    names = LAYOUTS_0D if spec.shape == () else LAYOUTS
+    return names[index % len(names)]
+
+
+def call_dtypes(program: Program, flip: bool) -> list[str]:
+    dtypes = [s.dtype for s in program.inputs]
+    if flip and all(d in ("float32", "float64") for d in dtypes):
+        swap = {"float32": "float64", "float64": "float32"}
+        dtypes = [swap[d] for d in dtypes]
+    return dtypes
+
+
+def value_lines(program: Program, seed: int, dtypes: list[str]) -> list[str]:
+    lines = [f"rng = np.random.default_rng({seed})"]
+    for i, (s, dtype) in enumerate(zip(program.inputs, dtypes, strict=True)):
+        shape = repr(s.shape)
+        if dtype == "complex128":
+            v = f"{SCALE} * rng.standard_normal({shape}) + {SCALE}j * rng.standard_normal({shape})"
+        elif dtype == "float32":
+            v = f"({SCALE} * rng.standard_normal({shape})).astype(np.float32)"
+        else:
+            v = f"{SCALE} * rng.standard_normal({shape})"
+        lines.append(f"V{i} = np.asarray({v})" if s.shape == () else f"V{i} = {v}")
+    return lines
+
+
+def layout_lines(name: str, i: int, spec: InputSpec, layout: str) -> list[str]:
+    """Source that lays out V{i} as `layout` in a new array (never a view of V{i}: programs
+    mutate their inputs, and V{i} is laid out again for every evaluation)."""
+    nd = len(spec.shape)
+    v = f"V{i}"
+    if layout == "C":
+        return [f"{name} = {v}.copy()"]
+    if layout == "F":
+        return [f"{name} = np.array({v}, order='F')"]
+    if layout == "scalar":
+        return [f"{name} = {v}[()]  # a numpy scalar"]
+    if layout == "strided":
+        if nd == 0:
+            return [f"{name} = np.zeros(3, {v}.dtype)[1, ...]  # a 0-d view", f"{name}[...] = {v}"]
+        big = tuple(2 * n + 1 for n in spec.shape)
+        idx = ", ".join(["1::2"] * nd)
+        return [f"{name} = np.zeros({big}, {v}.dtype)[{idx}]", f"{name}[...] = {v}"]
+    if layout == "reversed":
+        idx = ", ".join(["::-1"] * nd)
+        return [f"{name} = {v}[{idx}].copy()[{idx}]  # negative strides"]
+    if layout == "reversed_F":
+        return [f"{name} = np.array({v}[::-1], order='F')[::-1]  # F order, axis 0 reversed"]
+    raise AssertionError(layout)
+
+
+def _exec(lines: list[str], env: dict[str, Any]) -> dict[str, Any]:
+    exec("\n".join(lines), env)
+    return env
+
+
+def _upcast(x: Any) -> np.ndarray:
+    a = np.asarray(x)
+    return np.array(a, dtype=np.complex128 if a.dtype.kind == "c" else np.float64)
+
+
+def _copies(args: list[Any]) -> list[Any]:
+    return [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+
+
+# -- finite differences ----------------------------------------------------------------------------
+
+
+def fd_grad(
+    f: Callable[..., Any],
+    build: Callable[[list[Any]], list[Any]],
+    vals: list[Any],
+    i: int,
+    h: float,
+) -> np.ndarray:
+    """Central differences of real f wrt input i (complex: ∂/∂Re + i ∂/∂Im).
+
+    `vals` are C-ordered float64/complex128 values; `build` lays them out as the call under test
+    does. The layout matters: numpy's reshape/ravel return a view or a copy depending on it, so
+    a program that mutates an array after reshaping it computes a different function per layout.
+    """
+    x = vals[i]
+
+    def at(v: np.ndarray) -> float:
+        a = list(vals)
+        a[i] = v
+        return float(np.real(f(*build(a))))
+
+    g = np.zeros_like(x)
+    dirs = (1.0, 1j) if x.dtype.kind == "c" else (1.0,)
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        for idx in np.ndindex(x.shape):
+            for d in dirs:
+                xp, xm = x.copy(), x.copy()
+                xp[idx] += h * d
+                xm[idx] -= h * d
+                g[idx] += d * (at(xp) - at(xm)) / (2 * h)
+    if not np.all(np.isfinite(g)):
+        raise IllPosed("finite differences are not finite")
+    return g
+
+
+def loss_scale(program: Program, regs: dict[str, Any]) -> float:
+    """S: the magnitude of the terms the loss adds up (the w's are ≤ 1)."""
+    names = dict.fromkeys(re.findall(r"\b[xr][0-9]+\b", "\n".join(program.loss)))
+    s = abs(complex(regs["loss"]))
+    for n in names:
+        a = np.abs(np.asarray(regs[n]))
+        s += float(np.sum(a) + np.sum(a * a))
+    return s + 1e-300
+
+
+def grad_tolerance(
+    fd_h: np.ndarray, fd_2h: np.ndarray, x: np.ndarray, scale: float, dtype: str
+) -> np.ndarray:
+    gscale = float(np.max(np.abs(fd_h))) if fd_h.size else 0.0
+    if dtype == "float32":
+        gscale = max(gscale, scale / (1.0 + float(np.max(np.abs(x))) if x.size else 1.0))
+    return 2 * np.abs(fd_h - fd_2h) + 8 * EPS64 * scale / H + GRAD_RTOL[dtype] * gscale
+
+
+# -- the check -------------------------------------------------------------------------------------
+
+
+def _is_refusal(e: BaseException) -> bool:
+    # NotImplementedError: some rules refuse an unsupported case on purpose with it (e.g. an
+    # out= that overlaps an operand); it names the case, so it counts as a clean refusal
+    return isinstance(e, rulekit.RulekitError | TypeError | NotImplementedError)
+
+
+def _where(e: BaseException) -> str:
+    """The innermost frame in rulekit/ or rules/ (else the innermost), as file:function."""
+    frames = traceback.extract_tb(e.__traceback__)
+    inner = [fr for fr in frames if re.search(r"[/\\](rulekit|rules)[/\\]", fr.filename)]
+    fr = (inner or frames)[-1]
+    return f"{fr.filename.rsplit('/', 1)[-1]}:{fr.name}"
+
+
+def _fmt(a: Any) -> str:
+    """An array as comment text: continuation lines start with '#', so reproducers stay code."""
+    text = np.array2string(np.asarray(a), precision=6, separator=", ", max_line_width=90)
+    return text.replace("\n", "\n#   ")
+
+
+@dataclasses.dataclass
+class _Prepared:
+    setup: list[str]  # reproducer source that builds the inputs
+    xs: list[Any]  # the inputs
+    np_value: Any
+    dtype: str  # the precision the tolerances are for
+    scale: float  # the loss's magnitude S
+    fds: dict[int, np.ndarray]  # central differences with h and 2h, per active input
+    fd2s: dict[int, np.ndarray]
+
+
+class _Session:
+    def __init__(self, program: Program):
+        self.program = program
+        self.f = program.compile()
+        self.argnums = program.argnums
+        self.active = [i for i, s in enumerate(program.inputs) if s.active]
+        self.vgs = {
+            copy: rulekit.value_and_grad(self.f, argnums=self.argnums, copy=copy)
+            for copy in (True, False)
+        }
+        self.calls = {True: 0, False: 0}
+        self.history: list[str] = []  # reproducer lines of the calls so far
+        self.succeeded = False
+        self.kept: list[tuple[str, Any, np.ndarray]] = []
+
+    def header(self) -> list[str]:
+        p = self.program
+        return [
+            "import numpy as np",
+            "import scipy.special as sp",
+            "import rulekit",
+            "import rules  # noqa: F401  (the bundled rules)",
+            "",
+            f"# inputs: {p.describe_inputs()}",
+            p.source(),
+            "",
+            f"vg = rulekit.value_and_grad(f, argnums={self.argnums!r}, copy=True)",
+            f"vg_nocopy = rulekit.value_and_grad(f, argnums={self.argnums!r}, copy=False)",
+        ]
+
+    def fail(self, signature: str, lines: list[str]) -> Defect:
+        if signature not in FIRST:
+            FIRST[signature] = (STATS["programs"], time.monotonic() - CLOCK["start"])
+        text = "\n".join([*self.header(), *self.history, *lines])
+        defect = defect_type(signature)(f"{signature}\n\n{text}\n")
+        defect.program = self.program
+        return defect
+
+    def run(self, plans: list[CallPlan], min_calls: int) -> str:
+        for plan in plans:
+            if self.calls[True] >= min_calls:
+                break
+            try:
+                prepared = [self.prepare(plan, copy) for copy in (True, False)]
+            except IllPosed:
+                STATS["ill-posed calls"] += 1
+                continue
+            for copy, prep in zip((True, False), prepared, strict=True):
+                if self.call(copy, prep) == "refused":
+                    return "refused"
+        if self.calls[True] < min_calls:
+            return "ill-posed"
+        for where, ret, snapshot in self.kept:
+            if not np.array_equal(np.asarray(ret), snapshot, equal_nan=True):
+                raise self.fail(
+                    "returned gradient overwritten by a later call",
+                    [
+                        "# ... and the later calls above",
+                        f"# {where}: when returned {_fmt(snapshot)}",
+                        f"# after the later calls:  {_fmt(ret)}",
+                    ],
+                )
+        return "ok"
+
+    def prepare(self, plan: CallPlan, copy: bool) -> _Prepared:
+        """One call's inputs, numpy's value on them, and the finite differences (float64 inputs
+        in the same layout); IllPosed when these inputs leave the smooth region."""
+        p = self.program
+        layouts = plan.layouts_copy if copy else plan.layouts_nocopy
+        layout_src = []
+        for i, s in enumerate(p.inputs):
+            layout_src += layout_lines(s.name, i, s, layout_name(s, layouts[i]))
+        code = compile("\n".join(layout_src), "<fuzz inputs>", "exec")
+
+        def build(vals: list[Any]) -> list[Any]:
+            env: dict[str, Any] = {"np": np, **{f"V{i}": v for i, v in enumerate(vals)}}
+            exec(code, env)
+            return [env[s.name] for s in p.inputs]
+
+        for flip in (True, False) if plan.flip else (False,):
+            dtypes = call_dtypes(p, flip)
+            vlines = value_lines(p, plan.seed, dtypes)
+            env = _exec(vlines, {"np": np})
+            vals = [env[f"V{i}"] for i in range(len(p.inputs))]
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    np_value = self.f(*build(vals))
+            except Exception:
+                if flip:  # the program is not valid numpy in the other precision: do not flip
+                    continue
+                raise
+            break
+        vals64 = [_upcast(v) for v in vals]
+        _, regs = run_reference(p, build(vals64))
+        scale = loss_scale(p, regs)
+        fds = {i: fd_grad(self.f, build, vals64, i, H) for i in self.active}
+        fd2s = {i: fd_grad(self.f, build, vals64, i, 2 * H) for i in self.active}
+        dtype = "float32" if "float32" in dtypes else dtypes[self.active[0]]
+        return _Prepared([*vlines, *layout_src], build(vals), np_value, dtype, scale, fds, fd2s)
+
+    def call(self, copy: bool, prep: _Prepared) -> str:
+        p = self.program
+        self.calls[copy] += 1
+        n = self.calls[copy]
+        vg_name = "vg" if copy else "vg_nocopy"
+        desc = f"call {n} of {vg_name} (copy={copy})"
+        setup, xs, np_value, dtype = [f"# {desc}", *prep.setup], prep.xs, prep.np_value, prep.dtype
+        scale, fds, fd2s = prep.scale, prep.fds, prep.fd2s
+        before = [np.array(x, copy=True) for x in xs]
+        names = ", ".join(s.name for s in p.inputs)
+        invoke = f"value, grads = {vg_name}({names})"
+        when = "first call" if n == 1 else "later call"
+        STATS["engine calls"] += 1
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")
+                value, grads = self.vgs[copy](*xs)
+        except Exception as e:
+            msg = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+            if _is_refusal(e) and not self.succeeded:
+                REFUSALS[f"{type(e).__name__} at {_where(e)}: {msg[:160]}"] += 1
+                return "refused"
+            kind = "refusal after earlier success" if _is_refusal(e) else "internal error"
+            raise self.fail(
+                f"{kind} ({type(e).__name__} at {_where(e)}, {when})",
+                [*setup, invoke, f"# raises {msg}", *_tb_lines(e)],
+            ) from e
+        self.succeeded = True
+        self.history += [*setup, invoke]
+        for s, x, b in zip(p.inputs, xs, before, strict=True):
+            if not np.array_equal(np.asarray(x), b, equal_nan=True):
+                raise self.fail(
+                    f"input changed by the call ({when})",
+                    [f"# {desc}: {s.name} changed", f"# before: {_fmt(b)}", f"# after: {_fmt(x)}"],
+                )
+        vtol = VALUE_RTOL[dtype] * scale
+        if np.ndim(value) != 0 or not abs(complex(value) - complex(np_value)) <= vtol:
+            raise self.fail(
+                f"wrong value ({when})",
+                [
+                    f"# {desc}: value {value!r}",
+                    f"# numpy:             {np_value!r} (tolerance {vtol:.1e})",
+                ],
+            )
+        gs = (grads,) if isinstance(self.argnums, int) else tuple(grads)
+        if len(gs) != len(self.active):
+            raise self.fail(f"wrong number of gradients ({when})", [f"# got {len(gs)}"])
+        for i, g in zip(self.active, gs, strict=True):
+            s, x = p.inputs[i], xs[i]
+            want = np.asarray(x).dtype
+            if (
+                np.shape(g) != s.shape
+                or np.asarray(g).dtype != want
+                or (s.scalar and isinstance(g, np.ndarray))
+            ):
+                raise self.fail(
+                    f"gradient shape/dtype ({when})",
+                    [
+                        f"# {desc}: grad of {s.name} has shape {np.shape(g)}, "
+                        f"dtype {np.asarray(g).dtype}, type {type(g).__name__}",
+                        f"# expected shape {s.shape}, dtype {want}, type {type(x).__name__}",
+                    ],
+                )
+            ga = np.asarray(g, dtype=np.complex128 if want.kind == "c" else np.float64)
+            tol = grad_tolerance(fds[i], fd2s[i], _upcast(x), scale, dtype)
+            err = np.abs(ga - fds[i])
+            STATS["gradients compared"] += 1
+            if not np.all(err <= tol):
+                k = np.unravel_index(int(np.argmax(err - tol)), err.shape) if err.ndim else ()
+                raise self.fail(
+                    f"wrong gradient ({when})",
+                    [
+                        f"# {desc}: wrong gradient of {s.name}",
+                        f"# observed: {_fmt(g)}",
+                        f"# expected (central differences): {_fmt(fds[i])}",
+                        f"# worst element {tuple(map(int, k))}: |error| {err[k]:.3g} "
+                        f"> tolerance {tol[k]:.3g}",
+                    ],
+                )
+            if copy and isinstance(g, np.ndarray):
+                self.kept.append((f"{desc}, grad of {s.name}", g, g.copy()))
+        return "ok"
+
+
+def _tb_lines(e: BaseException) -> list[str]:
+    frames = traceback.extract_tb(e.__traceback__)[-4:]
+    return [f"#   {fr.filename.rsplit('/', 1)[-1]}:{fr.lineno} in {fr.name}" for fr in frames]
+
+
+def check_program(program: Program, plans: list[CallPlan], min_calls: int = 3) -> str:
+    """Run the differential check; return "ok", "refused" or "ill-posed", or raise a Defect."""
+    STATS["programs"] += 1
+    status = _Session(program).run(plans, min_calls)
+    STATS[f"programs {status}"] += 1
+    return status
+
+
+__all__ = ["NAMESPACE", "CallPlan", "Defect", "check_program"]

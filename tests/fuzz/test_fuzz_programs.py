@@ -1,0 +1,146 @@
+"""Differential fuzzing of `rulekit.value_and_grad` on random NumPy programs (issue #11).
+
+The fuzzer runs hypothesis *campaigns* with fixed seeds 0, 1, 2, ... until its budget is spent.
+A campaign stops generating soon after it finds a defect and shrinks it; the next campaign skips
+the defects already reported (see `_known`) and looks for new ones. Every distinct defect is
+reported at the end, each with its shrunk, runnable reproducer.
+
+Budget (see docs/fuzzing.md):
+
+- CI (no variable set): CI_EXAMPLES programs, and no new campaign after CI_SECONDS;
+- RULEKIT_FUZZ_EXAMPLES=N: N programs;
+- RULEKIT_FUZZ_SECONDS=T: T seconds (with RULEKIT_FUZZ_EXAMPLES too: whichever ends first).
+
+    RULEKIT_FUZZ_SECONDS=3600 python -m pytest tests/fuzz -k random_programs -s
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+
+from fuzz.generate import programs
+from fuzz.oracle import CLOCK, FIRST, REFUSALS, STATS, CallPlan, Defect, check_program
+from fuzz.program import Program
+from hypothesis import HealthCheck, given, reject, settings
+from hypothesis import seed as hypothesis_seed
+from hypothesis import strategies as st
+
+CI_EXAMPLES = 2000  # about 40 s on one idle core (docs/fuzzing.md has timings)
+CI_SECONDS = 75.0  # no new campaign after this (defects found: each costs up to ~40 s to shrink)
+CAMPAIGN = 2000  # programs per campaign at most
+EXAMPLES = int(os.environ.get("RULEKIT_FUZZ_EXAMPLES", "0") or 0)
+SECONDS = float(os.environ.get("RULEKIT_FUZZ_SECONDS", "0") or 0)
+# Shrinking stops this long after the first defect of a campaign: the failing examples found so
+# far are reported as they are then (hypothesis can spend many minutes shrinking several defects).
+SHRINK_SECONDS = float(os.environ.get("RULEKIT_FUZZ_SHRINK_SECONDS", "0") or 0) or 30.0
+CALLS = 3  # calls of each value_and_grad object per program
+PLANS = CALLS + 2  # spare input draws for calls whose inputs leave the smooth region
+
+_layouts = st.tuples(*[st.integers(0, 4)] * 3)
+_plan = st.builds(
+    CallPlan,
+    seed=st.integers(0, 2**32 - 1),
+    layouts_copy=_layouts,
+    layouts_nocopy=_layouts,
+    flip=st.integers(0, 5).map(lambda k: k == 5),
+)
+plans = st.lists(_plan, min_size=PLANS, max_size=PLANS)
+
+_failing: set[str] = set()  # examples that raised a Defect: always re-run (hypothesis replays)
+_deadline = {"shrink": math.inf, "run": math.inf}
+# defect signature -> step families of the (shrunk) programs already reported. A later program
+# with the same signature and a superset of those families is taken for the same defect and
+# passes, so hypothesis keeps searching for new defects instead of re-finding the first.
+_known: dict[str, list[frozenset[str]]] = {}
+
+
+def _kinds(program: Program) -> frozenset[str]:
+    return frozenset(s.kind for s in program.steps)
+
+
+def _check(program: Program, call_plans: list[CallPlan]) -> None:
+    key = repr(program) + repr(call_plans)
+    if time.monotonic() > min(_deadline.values()) and key not in _failing:
+        return  # past a deadline: only known failures still fail (hypothesis replays them)
+    try:
+        status = check_program(program, call_plans, min_calls=CALLS)
+    except Defect as d:
+        if key not in _failing and any(k <= _kinds(program) for k in _known.get(d.kind, ())):
+            STATS["known defects seen again"] += 1
+            return
+        _failing.add(key)
+        _deadline["shrink"] = min(_deadline["shrink"], time.monotonic() + SHRINK_SECONDS)
+        raise
+    if status == "ill-posed":
+        reject()
+
+
+def _campaign(n_examples: int, seed_value: int) -> None:
+    """One hypothesis run over `n_examples` programs, reproducible from `seed_value`."""
+
+    @settings(
+        max_examples=n_examples,
+        deadline=None,
+        database=None,
+        print_blob=False,
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(program=programs(), call_plans=plans)
+    def campaign(program: Program, call_plans: list[CallPlan]) -> None:
+        _check(program, call_plans)
+
+    _deadline["shrink"] = math.inf
+    hypothesis_seed(seed_value)(campaign)()
+
+
+def summary(elapsed: float, campaigns: int) -> str:
+    keys = ["programs ok", "programs refused", "programs ill-posed", "engine calls"]
+    head = ", ".join(f"{k}: {STATS[k]}" for k in keys)
+    first = "".join(
+        f"\n  program {n:6d} ({t:7.1f} s): {sig}"
+        for sig, (n, t) in sorted(FIRST.items(), key=lambda kv: kv[1])
+    )
+    refusals = "".join(f"\n  {n} x {msg}" for msg, n in REFUSALS.most_common(8))
+    return (
+        f"fuzz: {STATS['programs']} programs in {elapsed:.1f} s, {campaigns} campaigns ({head}; "
+        f"{STATS['gradients compared']} gradients compared)\n"
+        f"defects, first seen at:{first or ' none'}\n"
+        f"most common refusals:{refusals or ' none'}"
+    )
+
+
+def _defects(e: BaseException) -> list[BaseException]:
+    subs = getattr(e, "exceptions", None)  # an ExceptionGroup: hypothesis found several bugs
+    if subs is not None:
+        return [x for sub in subs for x in _defects(sub)]
+    return [e]
+
+
+def test_random_programs_against_numpy_and_finite_differences() -> None:
+    start = CLOCK["start"] = time.monotonic()
+    for counter in (STATS, REFUSALS, FIRST):
+        counter.clear()
+    if SECONDS or EXAMPLES:
+        budget, seconds = (EXAMPLES or math.inf), (SECONDS or math.inf)
+    else:
+        budget, seconds = CI_EXAMPLES, CI_SECONDS
+    _deadline["run"] = start + seconds
+    found: list[BaseException] = []
+    seed_value = 0
+    while STATS["programs"] < budget and time.monotonic() < _deadline["run"]:
+        try:
+            _campaign(int(min(CAMPAIGN, budget - STATS["programs"])), seed_value)
+        except Exception as e:  # collect every distinct defect, report all at the end
+            for d in _defects(e):
+                found.append(d)
+                if isinstance(d, Defect) and d.program is not None:
+                    _known.setdefault(d.kind, []).append(_kinds(d.program))
+        seed_value += 1
+    print(summary(time.monotonic() - start, seed_value))
+    if found:
+        raise AssertionError(
+            f"{len(found)} distinct defects:\n\n"
+            + "\n\n".join("\n".join([str(d), *getattr(d, "__notes__", ())]) for d in found)
+        )
