@@ -55,7 +55,7 @@ def _arg(a: Any, tape: Tape, reads: list[int]) -> tuple[CoDual, Any]:
     t = type(a)
     if t is TracedArray or t is TracedScalar:
         if a.tape is not tape:
-            raise foreign_trace_error(a.tape, tape)
+            raise foreign_trace_error(a.tape)
         reads.append(a.slot)
         return a.cd, (a.slot if a.scalar else None)
     if (t is list or t is tuple) and a and _contains_traced(a):
@@ -83,7 +83,7 @@ def constant(a: Any, tape: Tape) -> Any:
         return t(constant(e, tape) for e in a)
     if isinstance(a, Traced):  # (a traced value nested deeper than _arg looks)
         raise (
-            foreign_trace_error(a.tape, tape)
+            foreign_trace_error(a.tape)
             if a.tape is not tape
             else TracingError(
                 "a traced value nested inside a container of containers was passed to a "
@@ -96,20 +96,21 @@ def constant(a: Any, tape: Tape) -> Any:
 def subclass_error(a: np.ndarray, what: str) -> TracingError:
     """Refuse an ndarray subclass: its operators and functions may mean something else."""
     name = f"{type(a).__module__}.{type(a).__qualname__}"
-    fix = (
-        "use `m.filled(fill_value)` or `np.where(mask, fill, data)` on plain arrays"
-        if isinstance(a, np.ma.MaskedArray)
-        else "convert it with `np.asarray(a)` (np.matrix: and write `@` for its `*`)"
-    )
+    if isinstance(a, np.ma.MaskedArray):
+        fix = "work on plain arrays: `m.filled(fill_value)`, or `np.where(m.mask, fill, m.data)`"
+    elif isinstance(a, np.matrix):
+        fix = "convert it with `np.asarray(m)`, and write `@` where np.matrix's `*` meant it"
+    else:
+        fix = "convert it with `np.asarray(a)` (or `a.view(np.ndarray)`)"
     return SubclassError(
-        f"rulekit cannot differentiate through an ndarray subclass ({name}, {what}); {fix}. "
-        "Subclasses override operators and functions (np.matrix's `*` is a matrix product, "
-        "a masked array skips masked entries) in ways the rules for plain arrays do not "
-        "follow, so their gradient would be wrong."
+        f"rulekit cannot differentiate through an ndarray subclass ({name}, {what}). "
+        f"Fix: {fix}. (Subclasses override operators and functions, e.g. np.matrix's `*` is "
+        "a matrix product and a masked array skips masked entries, in ways the rules for "
+        "plain arrays do not follow: their gradient would be wrong.)"
     )
 
 
-def foreign_trace_error(theirs: Any, ours: Any) -> TracingError:
+def foreign_trace_error(theirs: Any) -> TracingError:
     """A traced value reached a trace that is not the one that made it."""
     tapes = trace_state.tapes
     if theirs in tapes:
@@ -178,13 +179,13 @@ def _kwargs(
             if not isinstance(o, Traced):
                 raise _out_error(f)
             if o.tape is not tape:
-                raise foreign_trace_error(o.tape, tape)
+                raise foreign_trace_error(o.tape)
             out_t = o
             reads.append(o.slot)
             ckw[k] = (o.cd,) if tv is tuple else o.cd
         elif tv is TracedArray or tv is TracedScalar:
             if v.tape is not tape:
-                raise foreign_trace_error(v.tape, tape)
+                raise foreign_trace_error(v.tape)
             if v.scalar:
                 raise TracingError(
                     f"a traced scalar was passed as keyword argument {k}= to "
@@ -212,7 +213,7 @@ def traced_call(
     """
     tapes = trace_state.tapes
     if not tapes or tapes[-1] is not tape:
-        raise foreign_trace_error(tape, tapes[-1] if tapes else None)
+        raise foreign_trace_error(tape)
     reads: list[int] = []
     cds: list[CoDual] = []
     primals: list[Any] = []
