@@ -214,6 +214,21 @@ def _beats(a: Registration, b: Registration, n: int) -> bool:
     return False
 
 
+def _importing_module() -> str | None:
+    """`__name__` of the innermost module whose top-level code is running (being imported).
+
+    A rule registered through a helper of another module belongs to the package
+    whose import called the helper: `rulekit check PKG` finds it by this.
+    """
+    frame: Any = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_name == "<module>":
+            name = frame.f_globals.get("__name__")
+            return name if isinstance(name, str) else None
+        frame = frame.f_back
+    return None
+
+
 def _unreachable(f: Any) -> bool:
     """Whether traced calls of `f` can never reach a rule registered for it.
 
@@ -323,6 +338,7 @@ class Registry:
         if isinstance(out_p, VarargPattern):
             raise RuleRegistrationError("out= cannot be a Vararg pattern")
         reg = Registration(_unwrap(f), ps, out_p, impl, kind, module, examples)
+        reg.meta["importing"] = _importing_module()  # (the kit finds a package's rules by it)
         entries = self._by_f.setdefault(_fkey(reg.f), [])
         # Re-registering the same patterns and kind replaces the earlier rule.
         entries[:] = [

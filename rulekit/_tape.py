@@ -203,7 +203,7 @@ class Tape:
 
     def release(self) -> None:
         """The tape is done (reversed or unwound): its constant pool serves the next one."""
-        if self.release_to is not None and self.consts is not None:
+        if self.release_to is not None:  # (once: a second release is a no-op)
             self.release_to.append(self.consts)
             self.release_to = None
 
