@@ -43,6 +43,8 @@ class LikeRule(StatefulRRule):
             y = fn(x.x, *(a.x for a in args), **kwargs)
             if y.dtype.kind not in "fc":
                 return CoDual(y, None), lambda _: nulls
+            if fn is np.empty_like:
+                y.fill(0)  # (zeros, as on the pooled path: values that do not depend on memory)
             ytok = dytok = None
             dy = zeros_like_exact(y)
         else:

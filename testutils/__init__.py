@@ -6,8 +6,8 @@
     count_allocations(fn) -> AllocationCount # numpy data buffers allocated by fn()
 
 `testutils.strategies` builds hypothesis strategies from the registry's type
-patterns; `rulekit check MODULE` and the pytest plugin run the kit over every
-rule a package registers.
+patterns (values of practical magnitude; edge cases on request); `rulekit check
+MODULE` and the pytest plugin run the kit over every rule a package registers.
 """
 
 # -- checking a rule --------------------------------------------------------------
@@ -19,5 +19,6 @@ from testutils._check import CHECKS as CHECKS
 from testutils._check import RTOL as RTOL
 from testutils._check import RuleCheckError as RuleCheckError
 from testutils._check import RuleReport as RuleReport
+from testutils._check import UncheckableInput as UncheckableInput
 from testutils._check import check_example as check_example
 from testutils._check import check_rule as check_rule

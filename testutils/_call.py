@@ -206,6 +206,8 @@ class Run:
         self.args, self.kwargs = call.coduals(self.values, self.fdata, active)
         self.rule = rule
         self.result: Any = None
+        self.y: Any = None  # (set by `execute`: a clone of the output primal, and the rdata)
+        self.rdata: Any = None
 
     def forward(self) -> Any:
         self.result = self.rule(CoDual(self.call.f, _NO_F), *self.args, **self.kwargs)

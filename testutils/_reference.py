@@ -6,11 +6,13 @@ argument j, with a random direction ẋⱼ, random output cotangent ȳ and rando
 pre-seeded fdata rᵢ (the cotangent of argument i's state *after* the call),
 a correct pullback leaves argument j with a cotangent x̄ⱼ such that
 
-    ⟨x̄ⱼ, ẋⱼ⟩ = ⟨ȳ, ∂y/∂xⱼ·ẋⱼ⟩ + Σ_{i mutated} ⟨rᵢ, ∂xᵢ'/∂xⱼ·ẋⱼ⟩ + [j not mutated]·⟨rⱼ, ẋⱼ⟩
+    ⟨x̄ⱼ, ẋⱼ⟩ = ⟨ȳ, ∂y/∂xⱼ·ẋⱼ⟩ + Σ_{i mutated, active} ⟨rᵢ, ∂xᵢ'/∂xⱼ·ẋⱼ⟩ + [j not mutated]·⟨rⱼ, ẋⱼ⟩
 
-The right-hand side is computed here by central differences of the primal
-function, over a sweep of step sizes, once per argument; every activity
-combination of the rule is then compared against it.
+(a constant mutated argument has no fdata: its post-call cotangent is zero). The
+right-hand side is computed here by central differences of the primal function,
+over a sweep of relative step sizes, once per argument, with the rounding error
+of each difference (`fd_noise`); every activity combination of the rule is then
+compared against it.
 """
 
 from __future__ import annotations
@@ -24,6 +26,20 @@ import numpy as np
 
 from rulekit import NoTangent, inner, randn_tangent
 from testutils._call import Call, fdata_like
+from testutils._fdmath import (
+    EPS,
+    LARGE,
+    PRECISION,
+    SMALL_STEPS,
+    STEPS,
+    FDStep,
+    FDTerm,
+    elements,
+    fd_noise,
+    norm,
+    precision_of,
+    relative_direction,
+)
 from testutils._trees import (
     clone,
     fd_tangent,
@@ -38,38 +54,16 @@ from testutils._trees import (
     widen,
 )
 
-__all__ = ["FDTerm", "Reference", "precision_of"]
-
-#: Finite-difference steps (relative to max(1, |x|∞)), by the precision the primal computes in.
-STEPS = {
-    "double": (1e-2, 1e-3, 1e-4, 1e-5, 1e-6),
-    "single": (1e-1, 3e-2, 1e-2, 3e-3, 1e-3),
-    "half": (3e-1, 1e-1, 3e-2),
-}
-
-
-def precision_of(values: Any) -> str:
-    """'half', 'single' or 'double': the least precise float dtype among the leaves."""
-    best = "double"
-    for _, v in leaves(values):
-        if not isinstance(v, (np.ndarray, np.generic)) or v.dtype.kind not in "fc":
-            continue
-        dt = v.dtype
-        if dt.itemsize // (2 if dt.kind == "c" else 1) <= 2:
-            return "half"
-        if dt.itemsize // (2 if dt.kind == "c" else 1) <= 4:
-            best = "single"
-    return best
-
-
-@dataclass
-class FDTerm:
-    """Finite-difference right-hand sides ⟨ȳ, ẏ⟩ + ... for one argument, one per step."""
-
-    values: list[float]  # one per step that gave finite differences
-    steps: list[float]
-    bound: list[float]  # Cauchy–Schwarz bounds of the terms, for the tolerance scale
-    size: int  # elements involved (a random inner product is ~ bound/√size)
+__all__ = [
+    "EPS",
+    "PRECISION",
+    "FDStep",
+    "FDTerm",
+    "Reference",
+    "fd_noise",
+    "output_aliases",
+    "precision_of",
+]
 
 
 @dataclass
@@ -94,13 +88,27 @@ class Reference:
     #: elements share memory (np.broadcast_to), where a shared fdata could not accumulate
     own_fdata: frozenset[tuple[Any, ...]] = frozenset()
     rounding: float = 0.0  # rounding level of the inputs: 1e3·ε·max|x|
+    #: per argument, a step at which a dot-product test passed (a later check of the same
+    #: rule on nearby values tries that step alone first: `build(..., steps=...)`)
+    passed_at: dict[int, float] = field(default_factory=dict)
 
     #: 1e3·ε per precision: outputs may differ from numpy's by this much times the inputs'
     #: scale (another algorithm's rounding; an exact 0 computed as 1e-17).
     ROUNDING: ClassVar[dict[str, float]] = {"double": 2.2e-13, "single": 1.2e-4, "half": 1e-1}
 
     @classmethod
-    def build(cls, call: Call, seed: int, fd: bool = True) -> Reference:
+    def build(
+        cls,
+        call: Call,
+        seed: int,
+        fd: bool | None = True,
+        steps: dict[int, list[float]] | None = None,
+        like: Reference | None = None,
+    ) -> Reference:
+        """The primal's behaviour on `call`, random draws (`seed`) and, if `fd`, finite
+        differences (at `steps[j]` for argument j, else the whole sweep). `fd=None`: no
+        draws either (for `adopt`). `like`: a reference of the same call on other values
+        in the same layout, whose probe for mutated arguments holds here too."""
         ref = cls(call, np.random.default_rng(seed))
         values = call.fresh()
         with warnings.catch_warnings(record=True) as caught:
@@ -111,22 +119,42 @@ class Reference:
         ref.post = values
         ref.mutated = frozenset(
             i for i, v in enumerate(values) if not same_value(v, call.values[i])
-        ) | _probe_mutated(call)
+        ) | (_probe_mutated(call) if like is None else like.mutated)
         ref.aliases = output_aliases(ref.y, values)
         ref.own_fdata = frozenset(p for p in ref.aliases if _overlapping_view(ref.y, p))
         ref.precision = precision_of([call.values, ref.y])
         ref.rounding = cls.ROUNDING[ref.precision] * max_abs(call.values)
+        if fd is None:  # (the caller adopts another reference's draws: `adopt`)
+            return ref
         ref._draw()
         if fd:
-            ref._finite_differences()
+            ref._finite_differences(steps or {})
         return ref
+
+    def behaves_like(self, other: Reference, rtol: float) -> bool:
+        """Whether the primal did the same here as in `other` (other layouts of the inputs):
+        same mutated arguments, same aliasing, the same output values."""
+        from testutils._trees import tree_close
+
+        return (
+            self.mutated == other.mutated
+            and self.aliases == other.aliases
+            and self.own_fdata == other.own_fdata
+            and tree_close(self.y, other.y, rtol, floor=other.rounding) is None
+        )
+
+    def adopt(self, other: Reference) -> None:
+        """Use `other`'s directions, cotangents, seeds and finite differences (same call in
+        another layout, where the primal `behaves_like` it: its differences are the same)."""
+        self.directions, self.seeds, self.ybar = other.directions, other.seeds, other.ybar
+        self.fd, self.wide = other.fd, other.wide
 
     # -- random directions, seeds, output cotangent ------------------------------------
 
     def _draw(self) -> None:
         rng, call = self.rng, self.call
         self.directions = [
-            randn_tangent(v, rng) if d else NoTangent()
+            relative_direction(v, randn_tangent(v, rng)) if d else NoTangent()
             for v, d in zip(call.values, call.differentiable, strict=True)
         ]
         self.seeds = []
@@ -170,18 +198,21 @@ class Reference:
         same_shape = [np.shape(v) for _, v in leaves(y)] == [np.shape(v) for _, v in leaves(self.y)]
         return mutated <= self.mutated and output_aliases(y, wide) == self.aliases and same_shape
 
-    def _finite_differences(self) -> None:
+    def _finite_differences(self, only: dict[int, list[float]]) -> None:
+        """Central differences along every argument's direction, at every step of the sweep
+        (or at `only[j]`'s steps for argument j)."""
         call = self.call
         self.wide = self._choose_precision()
         base = [widen(v) for v in call.values] if self.wide else call.values
-        steps = STEPS["double" if self.wide else self.precision]
+        precision = "double" if self.wide else self.precision
         for j, d in enumerate(call.differentiable):
             if not d:
                 continue
-            scale = max(1.0, max_abs(base[j]))
-            term = FDTerm([], [], [], 1)
-            for h in steps:
-                h_eff = h * scale
+            steps = STEPS[precision]
+            if max_abs(base[j]) > LARGE:  # (relative steps of 1e-6 are 1e-3 at x = 1e3)
+                steps = steps + SMALL_STEPS[precision]
+            term = FDTerm([])
+            for h in only.get(j, steps):
                 try:
                     with warnings.catch_warnings():
                         # A step may leave the primal's domain into complex values that
@@ -191,18 +222,15 @@ class Reference:
                             warnings.simplefilter("ignore", np.exceptions.ComplexWarning)
                         else:
                             warnings.simplefilter("error", np.exceptions.ComplexWarning)
-                        rhs, bound, size = self._rhs(base, j, h_eff)
+                        step = self._rhs(base, j, h)
                 except (ArithmeticError, ValueError, np.exceptions.ComplexWarning,
                         np.linalg.LinAlgError):  # fmt: skip
                     continue
-                if math.isfinite(rhs):
-                    term.values.append(rhs)
-                    term.steps.append(h_eff)
-                    term.bound.append(bound)
-                    term.size = size
+                if step is not None and math.isfinite(step.own):
+                    term.steps.append(step)
             self.fd[j] = term
 
-    def _rhs(self, base: list[Any], j: int, h: float) -> tuple[float, float, int]:
+    def _rhs(self, base: list[Any], j: int, h: float) -> FDStep | None:
         vp = [clone(v) for v in base]
         vm = [clone(v) for v in base]
         vp[j] = perturb(base[j], self.directions[j], h)
@@ -212,23 +240,24 @@ class Reference:
             ym, postm = self._primal_on(vm)
         ydot = fd_tangent(yp, ym, h)
         if not finite(ydot):
-            return math.nan, 0.0, 1
-        rhs = inner(self.ybar, ydot)
-        bound = _norm(self.ybar) * _norm(ydot)
-        size = _size(ydot)
+            return None
+        own = inner(self.ybar, ydot)
+        bound = norm(self.ybar) * norm(ydot)
+        noise = fd_noise(self.ybar, yp, ym, h)
+        size = elements(ydot)
+        states = {}
         for i in self.mutated:
             xdot = fd_tangent(postp[i], postm[i], h)
             if not finite(xdot):
-                return math.nan, 0.0, 1
+                return None
             r = self.seed_tangent(i)
-            rhs += inner(r, xdot)
-            bound += _norm(r) * _norm(xdot)
-            size = max(size, _size(xdot))
+            states[i] = (inner(r, xdot), norm(r) * norm(xdot), fd_noise(r, postp[i], postm[i], h))
+            size = max(size, elements(xdot))
         if j not in self.mutated:
             r = self.seed_tangent(j)
-            rhs += inner(r, self.directions[j])
-            bound += _norm(r) * _norm(self.directions[j])
-        return rhs, bound, max(size, _size(self.directions[j]))
+            own += inner(r, self.directions[j])
+            bound += norm(r) * norm(self.directions[j])
+        return FDStep(h, own, bound, noise, states, max(size, elements(self.directions[j])))
 
 
 def _probe_mutated(call: Call) -> frozenset[int]:
@@ -286,17 +315,3 @@ def _zero_aliased(t: Any, paths: set[tuple[Any, ...]], path: tuple[Any, ...] = (
     if isinstance(t, list):
         return [_zero_aliased(e, paths, (*path, i)) for i, e in enumerate(t)]
     return t
-
-
-def _norm(t: Any) -> float:
-    return math.sqrt(max(inner(t, t), 0.0))
-
-
-def _size(t: Any) -> int:
-    n = 0
-    for _, v in leaves(t):
-        if isinstance(v, np.ndarray):
-            n += v.size
-        elif isinstance(v, (float, complex, np.number)):
-            n += 1
-    return max(n, 1)

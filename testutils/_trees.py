@@ -22,6 +22,7 @@ __all__ = [
     "differentiable_leaf",
     "fd_tangent",
     "leaves",
+    "match_tangent",
     "perturb",
     "same_value",
     "shares",
@@ -218,65 +219,104 @@ def max_abs(x: Any) -> float:
     return m
 
 
+def match_tangent(y: Any, t: Any) -> Any:
+    """Tangent `t` of a primal result, fitted to a rule's output `y`: where `y` has a 0-d
+    array and `t` a scalar (numpy returned a scalar there), a 0-d array of `y`'s dtype."""
+    if isinstance(y, np.ndarray) and y.ndim == 0 and isinstance(t, _FLOAT_SCALARS):
+        return np.array(t, dtype=y.dtype)
+    if isinstance(y, (tuple, list)) and isinstance(t, (tuple, list)) and len(y) == len(t):
+        out = [match_tangent(a, b) for a, b in zip(y, t, strict=True)]
+        return tuple(out) if isinstance(t, tuple) else out
+    if isinstance(y, dict) and isinstance(t, dict):
+        return {k: match_tangent(y.get(k), v) for k, v in t.items()}
+    return t
+
+
 def tree_close(
-    got: Any, want: Any, rtol: float, path: str = "output", floor: float = 0.0
+    got: Any,
+    want: Any,
+    rtol: float,
+    path: str = "output",
+    floor: float = 0.0,
+    who: str = "the reference",
+    scalar_as_0d: bool = False,
 ) -> str | None:
     """None if `got` has `want`'s structure, types, dtypes, shapes and values; else why not.
 
     Values are compared with `rtol` relative to the largest magnitude in `want`,
     plus an absolute `floor` (rounding level of the inputs: an exact zero that
-    another algorithm computes as 1e-17 is the same result).
+    another algorithm computes as 1e-17 is the same result). `who` names where
+    `want` comes from in the message ("np.cos", "the primal function g").
+    `scalar_as_0d`: a 0-d array of the same dtype stands for a float or complex
+    scalar (DESIGN §2: a rule may return a 0-d array where NumPy returns a scalar).
     """
     if isinstance(want, np.ndarray):
         if not isinstance(got, np.ndarray):
-            return f"{path} is {type(got).__name__}, numpy gives an ndarray"
+            return f"{path} is {_kind(got)}; {who} gives {_kind(want)}"
         if got.dtype != want.dtype or got.shape != want.shape:
             return (
-                f"{path} has dtype {got.dtype} and shape {got.shape}; numpy gives dtype "
+                f"{path} has dtype {got.dtype} and shape {got.shape}; {who} gives dtype "
                 f"{want.dtype} and shape {want.shape}"
             )
         if want.dtype.kind in "fc":
             scale = max_abs(want)
             if not np.allclose(got, want, rtol=rtol, atol=rtol * scale + floor, equal_nan=True):
                 err = np.nanmax(np.abs(got - want)) if want.size else 0.0
-                return f"{path} differs from numpy's result (max abs difference {err:.3g})"
+                return f"{path} differs from what {who} gives (max abs difference {err:.3g})"
         elif not np.array_equal(got, want):
-            return f"{path} differs from numpy's result"
+            return f"{path} differs from what {who} gives"
         return None
     if isinstance(want, (tuple, list)):
         if type(got) is not type(want) or len(got) != len(want):
             return (
-                f"{path} is {type(got).__name__} of length {_len(got)}; numpy gives "
+                f"{path} is {type(got).__name__} of length {_len(got)}; {who} gives "
                 f"{type(want).__name__} of length {len(want)}"
             )
         for i, (g, w) in enumerate(zip(got, want, strict=True)):
-            why = tree_close(g, w, rtol, f"{path}[{i}]", floor)
+            why = tree_close(g, w, rtol, f"{path}[{i}]", floor, who, scalar_as_0d)
             if why:
                 return why
         return None
     if isinstance(want, dict):
         if not isinstance(got, dict) or set(got) != set(want):
-            return f"{path} has other keys than numpy's result"
+            return f"{path} has other keys than what {who} gives"
         for k in want:
-            why = tree_close(got[k], want[k], rtol, f"{path}[{k!r}]", floor)
+            why = tree_close(got[k], want[k], rtol, f"{path}[{k!r}]", floor, who, scalar_as_0d)
             if why:
                 return why
         return None
+    if (
+        scalar_as_0d
+        and isinstance(got, np.ndarray)
+        and got.ndim == 0
+        and isinstance(want, _FLOAT_SCALARS)
+    ):
+        want_dtype = want.dtype if isinstance(want, np.generic) else np.asarray(want).dtype
+        if got.dtype != want_dtype:
+            return f"{path} is a 0-d {got.dtype} array; {who} gives {_kind(want)}"
+        got = want_dtype.type(got[()]) if isinstance(want, np.generic) else got[()].item()
     if type(got) is not type(want):
-        return f"{path} is {type(got).__name__}, numpy gives {type(want).__name__}"
+        return f"{path} is {_kind(got)}; {who} gives {_kind(want)}"
     if isinstance(want, _FLOAT_SCALARS):
         if not np.isfinite(want):
             same = got == want or (np.isnan(got) and np.isnan(want))
-            return None if same else f"{path} is {got!r}; numpy gives {want!r}"
+            return None if same else f"{path} is {got!r}; {who} gives {want!r}"
         tol = rtol * abs(complex(want)) + floor
         if not np.isclose(got, want, rtol=rtol, atol=tol, equal_nan=True):
-            return f"{path} is {got!r}; numpy gives {want!r}"
+            return f"{path} is {got!r}; {who} gives {want!r}"
         return None
     try:
         equal = bool(got == want)
     except Exception:
         equal = got is want
-    return None if equal else f"{path} is {got!r}; numpy gives {want!r}"
+    return None if equal else f"{path} is {got!r}; {who} gives {want!r}"
+
+
+def _kind(x: Any) -> str:
+    """`a float64 array of shape (3,)`, `a 0-d float64 array`, `float64 0.5`."""
+    if isinstance(x, np.ndarray):
+        return f"a 0-d {x.dtype} array" if x.ndim == 0 else f"a {x.dtype} array of shape {x.shape}"
+    return f"{type(x).__name__} {x!r:.40}"
 
 
 def _len(x: Any) -> Any:

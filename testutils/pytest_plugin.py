@@ -1,16 +1,20 @@
-"""pytest plugin: `pytest --rulekit-check=mypkg.rules` makes every rule of that module a test item.
+"""pytest plugin: `pytest --rulekit-check=mypkg.rules` makes every rule of that package a test item.
 
 Registered through the `pytest11` entry point, so it is active wherever rulekit
-is installed; without the option it does nothing.
+is installed; without the option it does nothing. The package is named as for
+`rulekit check`: a module name, a `rulekit.rules` entry-point name, or a path.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-__all__ = ["RuleCheckItem"]
+__all__ = ["RuleCheckFailed", "RuleCheckItem"]
+
+_stop_recording: list[Callable[[], None]] = []
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -20,8 +24,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="append",
         default=[],
         metavar="MODULE",
-        help="check every rule registered by MODULE (or a rulekit.rules entry-point name) "
-        "with the rulekit conformance kit; one test item per rule",
+        help="check every rule registered by MODULE (a module name, a rulekit.rules "
+        "entry-point name, or a path) with the rulekit conformance kit; one test item per rule",
     )
     group.addoption(
         "--rulekit-examples",
@@ -32,8 +36,22 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config, parser: Any, args: Any) -> None:
+    """Before conftest files import rule packages, record which module registers each rule."""
+    if getattr(early_config.known_args_namespace, "rulekit_check", None):
+        from testutils._runner import start_recording
+
+        _stop_recording.append(start_recording())
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    while _stop_recording:
+        _stop_recording.pop()()
+
+
 class RuleCheckItem(pytest.Item):
-    """One registered rule, checked by `testutils.check_registration`."""
+    """One registered rule, checked by `testutils._runner.check_registration`."""
 
     def __init__(self, *, reg: Any, n_examples: int, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -49,31 +67,45 @@ class RuleCheckItem(pytest.Item):
 
     def repr_failure(self, excinfo: Any, style: Any = None) -> Any:
         if isinstance(excinfo.value, RuleCheckFailed):
-            from testutils._report import format_row
+            from testutils._report import format_failure
 
-            return format_row(excinfo.value.result)
+            return format_failure(excinfo.value.result)
         return super().repr_failure(excinfo)
 
     def reportinfo(self) -> tuple[str, int | None, str]:
-        return self.reg.module, None, f"rulekit check: {self.name}"
+        return self.nodeid.split("::")[0], None, f"rulekit check: {self.name}"
 
 
 class RuleCheckFailed(Exception):
+    """A rule failed (or could not be checked); `.result` is its `RuleResult`."""
+
     def __init__(self, result: Any) -> None:
         super().__init__(result.signature)
         self.result = result
 
 
+@pytest.hookimpl(tryfirst=True)  # before -k / -m deselect items
 def pytest_collection_modifyitems(
     session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
 ) -> None:
-    modules = config.getoption("--rulekit-check")
-    if not modules:
+    names = config.getoption("--rulekit-check")
+    if not names:
         return
-    from testutils._runner import collect, label
+    from testutils._runner import PackageImportError, UsageError, collect, label, owner
 
+    try:
+        regs = collect(names)
+    except UsageError as e:
+        raise pytest.UsageError(f"--rulekit-check: {e}") from None
+    except PackageImportError as e:
+        raise pytest.UsageError(f"--rulekit-check: {e}\n{e.details()}") from None
+    if not regs:
+        raise pytest.UsageError(f"--rulekit-check: no rules registered by {', '.join(names)}")
     n = config.getoption("--rulekit-examples")
-    for reg in collect(modules):
+    for reg in regs:
+        name = f"rulekit[{label(reg)}]"
         items.append(
-            RuleCheckItem.from_parent(session, name=f"rulekit[{label(reg)}]", reg=reg, n_examples=n)
+            RuleCheckItem.from_parent(
+                session, name=name, nodeid=f"{owner(reg)}::{name}", reg=reg, n_examples=n
+            )
         )

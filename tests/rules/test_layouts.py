@@ -46,14 +46,13 @@ from rulekit import (
 from rulekit._registry import Registration
 from rules._shape_util import ViewMismatchError
 from testutils._call import Call, Run, writable_fdata
+from testutils._layouts import VARIANTS, relayout_values
 from testutils._reference import precision_of
 from testutils._statecheck import AGREE
-from testutils._trees import clone, leaves, same_value, tree_close, tree_map
+from testutils._trees import clone, leaves, same_value, tree_close
 
 assert rules  # importing the package registers every bundled rule
 
-LAYOUTS = ("C", "F", "negative", "strided")
-VARIANTS = (*LAYOUTS, "mixed")  # "mixed": the k-th array of the call in LAYOUTS[(k + 1) % 4]
 ROUNDS = 3
 
 
@@ -75,39 +74,7 @@ def _cases() -> list[Any]:
     return cases
 
 
-# -- layouts ------------------------------------------------------------------------------------
-
-
-def relayout(a: np.ndarray, layout: str) -> np.ndarray:
-    """A copy of `a` (same values, dtype, writeable flag) in `layout`."""
-    if layout == "C" or a.ndim == 0:
-        out = np.array(a, order="C", copy=True)
-    elif layout == "F":
-        out = np.array(a, order="F", copy=True)
-    elif layout == "negative":  # every axis reversed in memory: all strides negative
-        out = np.flip(np.array(np.flip(a), order="C", copy=True))
-    else:  # a view of every other element of a larger buffer, along every axis
-        big = np.zeros(tuple(2 * n for n in a.shape), a.dtype)
-        out = big[(*(slice(None, None, 2) for _ in a.shape), ...)]
-        out[...] = a
-    if not a.flags.writeable:
-        out.flags.writeable = False
-    return out
-
-
-def relayout_values(values: list[Any], variant: str) -> list[Any]:
-    """Every array leaf of the call in `variant`; an array used twice stays one object."""
-    done: dict[int, np.ndarray] = {}
-
-    def leaf(v: Any) -> Any:
-        if not isinstance(v, np.ndarray):
-            return clone(v)
-        if id(v) not in done:
-            k = len(done)
-            done[id(v)] = relayout(v, LAYOUTS[(k + 1) % 4] if variant == "mixed" else variant)
-        return done[id(v)]
-
-    return [tree_map(v, leaf) for v in values]
+# -- layouts (copies in C, F, negative-stride and strided layouts: testutils._layouts) -----------
 
 
 def primal_behaviour(call: Call, values: list[Any]) -> tuple[Any, frozenset[int]] | None:

@@ -59,9 +59,10 @@ def test_other_out_forms_pass_the_kit(op: Any, fused_calls: list[str]) -> None:
     check_rule(op, z, _pos(rng, (4,)), kwargs={"out": z})  # broadcast w
     wz = _pos(rng, (3, 4))
     check_rule(op, z, wz, kwargs={"out": wz})  # out is the second operand
+    assert not fused_calls  # none of these is `z ∘= w` on one layout
     zs = z[:, ::2]
     check_rule(op, zs, w[:, ::2], kwargs={"out": zs})  # strided
-    assert not fused_calls  # none of these is `z ∘= w` on one layout
+    # (the kit also tries C/F-ordered copies of these two, which are `z ∘= w` on one layout)
 
 
 @settings(max_examples=30, deadline=None, derandomize=True)

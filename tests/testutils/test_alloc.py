@@ -365,3 +365,14 @@ def test_interpreter_exit_is_clean(body: str) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == ""
+
+
+def test_the_kit_counts_the_primal_call_to_allow_its_unavoidable_copies() -> None:
+    """f2py copies C-ordered operands of dgemm: 2 copies + the output; F-ordered: the output."""
+    from testutils._call import Call
+    from testutils._statecheck import primal_allocations
+
+    A, B = rand(3, 4), rand(4, 5, seed=1)
+    assert primal_allocations(Call(dgemm, (1.0, A, B), {})) == (3, 1)
+    F = (np.asfortranarray(A), np.asfortranarray(B))
+    assert primal_allocations(Call(dgemm, (1.0, *F), {})) == (1, 1)

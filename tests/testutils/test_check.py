@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 
-from rulekit import Array, CoDual, NoFData, NoRData, StatefulRRule, zero_fdata
+from rulekit import Array, CoDual, NoFData, NoRData, StatefulRRule, TracingError, zero_fdata
 from testutils import RuleCheckError, check_rule, strategies
 
 NO_R, NO_F = NoRData(), NoFData()
@@ -65,6 +65,8 @@ def scale_rule(f: CoDual, x: CoDual, a: CoDual) -> Any:
 
 def axpy_rule(f: CoDual, a: CoDual, x: CoDual, y: CoDual) -> Any:
     """y ← a·x + y ⇒ x̄ += a·ȳ, ā = ⟨ȳ, x⟩, ȳ unchanged, y ← y_old."""
+    if y.dx is None and (a.dx is not None or x.dx is not None):
+        raise TracingError("axpy: active values written into a constant y")
     old = y.x.copy()
     y.x += a.x * x.x
 
@@ -165,9 +167,8 @@ CORRECT = [
 @pytest.mark.parametrize(("f", "args", "rule"), CORRECT, ids=lambda v: getattr(v, "__name__", ""))
 def test_correct_rules_pass_every_check(f: Any, args: tuple[Any, ...], rule: Any) -> None:
     report = check_rule(f, *args, rule=rule)
-    for name in ("interface", "mutation", "aliasing", "correctness"):
-        assert report.checks[name] == "pass"
-    assert report.checks["statefulness"].startswith("pass")
+    for name in ("interface", "mutation", "aliasing", "correctness", "statefulness"):
+        assert report.checks[name].startswith("pass"), report
     if isinstance(rule, StatefulRRule):
         assert report.checks["allocation"] == "pass" and report.allocations == 0
 
@@ -510,3 +511,48 @@ def test_a_read_only_overlapping_view_may_carry_its_own_fdata() -> None:
 
     report = check_rule(np.broadcast_to, np.arange(3.0), (2, 3))
     assert report.checks["aliasing"] == "pass" and report.checks["correctness"] == "pass"
+
+
+def test_the_docs_show_the_message_the_kit_prints() -> None:
+    """docs/testing-your-rules.md pastes the kit's real output for the `=`-for-`+=` slip."""
+    import pathlib
+    import re
+
+    page = (pathlib.Path(__file__).parents[2] / "docs" / "testing-your-rules.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", page, re.S)
+    shown = re.search(r"prints \(real output.*?\n\n```text\n(.*?)```", page, re.S)
+    assert shown is not None
+    namespace: dict[str, Any] = {"__name__": "__main__"}  # as `python example.py` runs it
+    for block in blocks[:2]:
+        exec(compile(block.replace("print(", "str("), "docs", "exec"), namespace)
+    with pytest.raises(RuleCheckError) as info:
+        check_rule(namespace["logcosh"], np.linspace(-2, 2, 7), rule=namespace["overwriting_rrule"])
+
+    def words(text: str) -> str:  # (the digits of the numbers may differ across platforms)
+        return re.sub(r"-?\d[\d.e+-]*", "#", text.strip())
+
+    assert words(str(info.value)) == words(shown.group(1))
+
+
+def test_where_finite_differences_cannot_judge_the_kit_says_so() -> None:
+    """arctan2 on its branch cut (y = 0, x < 0) is not differentiable: no verdict, a reason."""
+    import rules  # noqa: F401  (np.arctan2)
+    from testutils import UncheckableInput
+
+    with pytest.raises(UncheckableInput, match="not differentiable along argument 0"):
+        check_rule(np.arctan2, np.array([0.0, 0.5]), np.array([-1.0, 2.0]))
+    check_rule(np.arctan2, np.array([0.1, 0.5]), np.array([-1.0, 2.0]))  # off the cut: a verdict
+
+
+def test_layout_copies_keep_values_and_identity() -> None:
+    from testutils._layouts import relayout, relayout_values
+
+    for layout, flag in (("C", "C_CONTIGUOUS"), ("F", "F_CONTIGUOUS")):
+        assert relayout(X, layout).flags[flag]
+    assert all(s < 0 for s in relayout(X, "negative").strides)
+    strided = relayout(X, "strided")
+    assert not (strided.flags.c_contiguous or strided.flags.f_contiguous)
+    for layout in ("C", "F", "negative", "strided"):
+        np.testing.assert_array_equal(relayout(X, layout), X)
+    a, b, out = relayout_values([X, Y, X], "mixed")  # X twice: one object, as in f(x, out=x)
+    assert a is out and a.flags.f_contiguous and any(s < 0 for s in b.strides)

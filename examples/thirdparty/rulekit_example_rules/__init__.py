@@ -1,11 +1,15 @@
-"""An example third-party rule package: importing it registers two rules with rulekit.
+"""An example third-party rule package: importing it registers three rules with rulekit.
 
-* `softplus(x)` — a user function made a rulekit primitive, with a plain rule;
+* `softplus(x)` — a user function made a rulekit primitive, with a plain rule
+  (checked on 0-d, float32 and float64 inputs);
 * `scale_add_(a, x, y)` — an in-place `y ← y + a·x`, with a stateful rule that
-  keeps the overwritten `y` in a pooled buffer (no allocation once warm).
+  keeps the overwritten `y` in a pooled buffer (no allocation once warm) and
+  follows Mooncake's convention for mutation (the pullback restores `y`);
+* `add_bias(x, b)` — `x + b` with NumPy broadcasting, with a plain rule that
+  sums the cotangent over the broadcast axes.
 
 `rulekit check example` (the entry-point name in pyproject.toml) or
-`pytest --rulekit-check=rulekit_example_rules` runs the conformance kit on both.
+`pytest --rulekit-check=rulekit_example_rules` runs the conformance kit on all three.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import numpy as np
 import rulekit
 from rulekit import Array, CoDual, NoFData, NoRData, StatefulRRule, example, zero_fdata
 
-__all__ = ["ScaleAddRule", "scale_add_", "softplus", "softplus_rrule"]
+__all__ = ["ScaleAddRule", "add_bias", "add_bias_rrule", "scale_add_", "softplus", "softplus_rrule"]
 
 
 def _softplus(x: Any) -> Any:
@@ -109,3 +113,48 @@ def _scale_add_examples() -> list[Any]:
 )
 def build_scale_add(sig: Any) -> ScaleAddRule:
     return ScaleAddRule()
+
+
+def _add_bias(x: np.ndarray, b: np.ndarray) -> Any:
+    return x + b
+
+
+add_bias = rulekit.primitive(_add_bias)
+
+
+def _unbroadcast(g: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """`g` summed over the axes that broadcasting to `g.shape` added or stretched from `shape`."""
+    lead = g.ndim - len(shape)
+    stretched = [lead + i for i, n in enumerate(shape) if n == 1 and g.shape[lead + i] != 1]
+    axes = (*range(lead), *stretched)
+    return np.sum(g, axis=axes).reshape(shape) if axes else g
+
+
+def _add_bias_examples() -> list[Any]:
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=(3, 4))
+    return [
+        example(x, rng.normal(size=4)),  # a row broadcast against a matrix
+        example(rng.normal(size=(3, 1)), rng.normal(size=(1, 4))),  # both operands stretched
+        example(np.array(0.5), rng.normal(size=3)),  # a 0-d operand
+        example(np.array(0.5), np.array(-1.25)),  # 0-d + 0-d: the result is a numpy scalar
+        example(x.astype(np.float32), np.float32(2) * rng.normal(size=4).astype(np.float32)),
+    ]
+
+
+@rulekit.rrule.register(
+    add_bias, Array[np.floating], Array[np.floating], examples=_add_bias_examples
+)
+def add_bias_rrule(f: CoDual, x: CoDual, b: CoDual) -> tuple[CoDual, Any]:
+    """y = x + b (broadcast)  ⇒  x̄ += Σ ȳ over x's broadcast axes,  b̄ likewise."""
+    value = _add_bias(x.x, b.x)
+    y = CoDual(value, zero_fdata(value))  # two 0-d operands give a numpy scalar: NoFData
+
+    def add_bias_pullback(dy: Any) -> tuple[Any, Any, Any]:
+        ybar = y.dx if isinstance(y.dx, np.ndarray) else np.asarray(dy)
+        for arg in (x, b):
+            if arg.dx is not None:
+                arg.dx += _unbroadcast(ybar, arg.x.shape)
+        return NoRData(), NoRData(), NoRData()
+
+    return y, add_bias_pullback
