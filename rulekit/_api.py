@@ -12,7 +12,15 @@ import numpy as np
 from rulekit._call import subclass_error
 from rulekit._codual import CoDual
 from rulekit._errors import RulekitError, TracingError
-from rulekit._tangents import NoFData, NoRData, NoTangent, zero_fdata, zero_tangent
+from rulekit._tangents import (
+    NoFData,
+    NoRData,
+    NoTangent,
+    exact_layout_possible,
+    zero_fdata,
+    zero_tangent,
+    zeros_like_exact,
+)
 from rulekit._tape import Tape
 from rulekit._trace import Tracer, describe, is_active_leaf, output_codual, untrace
 from rulekit._traced import Traced
@@ -91,18 +99,17 @@ class _GradBuffers:
         self.cache: dict[Any, np.ndarray] = {}
 
     def fdata(self, x: Any, key: Any) -> Any:
-        if isinstance(x, np.ndarray):
-            if not self.reuse:  # (np.zeros, not zeros_like: x is contiguous, and it is faster)
-                fortran = x.ndim > 1 and not x.flags.c_contiguous
-                return np.zeros(x.shape, x.dtype, order="F" if fortran else "C")
+        if isinstance(x, np.ndarray):  # (fdata with x's strides: views of both pair up)
+            if not self.reuse:
+                return zeros_like_exact(x)
             buf = self.cache.get(key)
             if (
                 buf is None
                 or buf.strides != x.strides
                 or buf.shape != x.shape
                 or (buf.dtype != x.dtype)
-            ):  # (strides too: views of x must be the same views of its fdata)
-                buf = self.cache[key] = np.zeros_like(x)
+            ):
+                buf = self.cache[key] = zeros_like_exact(x)
             else:
                 buf.fill(0)
             return buf
@@ -133,10 +140,12 @@ def _gradient(x: Any, traced: Any, dx: Any, tape: Tape) -> Any:
     return zero_tangent(x)
 
 
-def _contiguous(x: Any) -> Any:
-    # fdata made by zeros_like has the primal's strides only for contiguous layouts;
-    # views must alias fdata exactly as they alias primals, so strided inputs are copied.
-    if isinstance(x, np.ndarray) and not (x.flags.c_contiguous or x.flags.f_contiguous):
+def _own_layout(x: Any) -> Any:
+    """A differentiated array as f sees it: in the caller's layout, so that a reshape of it
+    is a view or a copy exactly as in NumPy (which decides what a later in-place write
+    changes). Only an array whose elements overlap (`np.broadcast_to`), whose strides no
+    fdata can have, is copied."""
+    if isinstance(x, np.ndarray) and not exact_layout_possible(x):
         return np.ascontiguousarray(x)
     return x
 
@@ -193,7 +202,7 @@ class ValueAndGrad:
         prims: dict[int, Any] = {}
         dxs: dict[int, Any] = {}
         for i in nums:
-            x = prims[i] = _contiguous(args[i])
+            x = prims[i] = _own_layout(args[i])
             dxs[i] = self.buffers.fdata(x, i)
             targs[i] = self.tracer.wrap(x, dxs[i], tape)
         out = self.tracer.forward(targs, kwargs, tape)
@@ -278,7 +287,7 @@ def value_and_pullback(f: Callable[..., Any], dy: Any, *args: Any) -> tuple[Any,
     tape = tracer.new_tape()
     buffers = _GradBuffers(reuse=False)
     dxs = [buffers.fdata(a, i) if _differentiable(a) else None for i, a in enumerate(args)]
-    prims = [_contiguous(a) for a in args]
+    prims = [_own_layout(a) for a in args]
     targs = [tracer.wrap(x, d, tape) for x, d in zip(prims, dxs, strict=True)]
     out = tracer.forward(targs, {}, tape)
     value = untrace(out)

@@ -305,11 +305,49 @@ def zero_tangent(x: Any) -> Any:
     return StructTangent(type(x), {n: zero_tangent(getattr(x, n)) for n in _fields_of(x)})
 
 
+def zeros_like_exact(y: np.ndarray) -> np.ndarray:
+    """Zeros with `y`'s shape, dtype and strides: the fdata of a new output or input `y`.
+
+    C- and F-contiguous `y` get `np.zeros_like` (which keeps those layouts). Any
+    other layout (a `.real` view of a complex result, negative or gapped strides)
+    gets a zeroed buffer spanning `y`'s extent, viewed with `y`'s strides. Only a
+    `y` whose elements overlap (a zero stride on a longer axis, as
+    `np.broadcast_to` makes) or whose strides are not whole elements gets
+    C-ordered fdata: it cannot have memory of its own with those strides
+    (`exact_layout_possible` says which).
+    """
+    f = y.flags
+    if f.c_contiguous or f.f_contiguous or y.size == 0:  # (np.zeros: zeros_like fills
+        order: Any = "F" if f.f_contiguous and not f.c_contiguous else "C"  # through a 0-d temp)
+        return np.zeros(y.shape, y.dtype, order=order)
+    item = y.itemsize
+    lo = hi = 0
+    for n, s in zip(y.shape, y.strides, strict=True):
+        if n > 1 and (s == 0 or s % item):
+            return np.zeros(y.shape, y.dtype)
+        if s < 0:
+            lo += (n - 1) * s
+        else:
+            hi += (n - 1) * s
+    base = np.zeros((hi - lo) // item + 1, y.dtype)
+    return np.ndarray(y.shape, y.dtype, buffer=base, offset=-lo, strides=y.strides)
+
+
+def exact_layout_possible(y: np.ndarray) -> bool:
+    """Whether memory of its own can have `y`'s strides (no overlapping elements)."""
+    if y.flags.c_contiguous or y.flags.f_contiguous or y.size == 0:
+        return True
+    return all(
+        n <= 1 or (s != 0 and s % y.itemsize == 0) for n, s in zip(y.shape, y.strides, strict=True)
+    )
+
+
 def zero_fdata(x: Any) -> Any:
-    """Fresh zero fdata for `x`: what a `CoDual` of `x` carries as `dx`."""
+    """Fresh zero fdata for `x`: what a `CoDual` of `x` carries as `dx` (arrays: with x's
+    strides, so that views of x and of its fdata pair the same elements)."""
     k = _kind(x)
     if k == _ARRAY:
-        return np.zeros_like(x)
+        return zeros_like_exact(x)
     if k in (_SCALAR, _NONDIFF):
         return _NO_F
     if k == _TUPLE:

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from rulekit import NoFData, zero_fdata
+from rulekit._tangents import zeros_like_exact  # (the engine's: one definition)
 
 __all__ = ["flat_view", "fortran", "like_scratch", "new_fdata", "zeros_like_exact"]
 
@@ -64,32 +65,6 @@ def like_scratch(
     if fortran(like):
         return scratch(name + ":F", like.shape[::-1], like.dtype).T
     return scratch(name, like.shape, like.dtype)
-
-
-def zeros_like_exact(y: np.ndarray) -> np.ndarray:
-    """Zeros with `y`'s shape, dtype and strides: the fdata of a new output `y`.
-
-    C- and F-contiguous `y` get `np.zeros_like` (which keeps those layouts). Any
-    other layout (a `.real` view of a complex result, negative or gapped strides)
-    gets a zeroed buffer spanning `y`'s extent, viewed with `y`'s strides. Only a
-    `y` whose elements overlap (a zero stride on a longer axis, as
-    `np.broadcast_to` makes) or whose strides are not whole elements gets
-    C-ordered fdata: it cannot have memory of its own with those strides.
-    """
-    f = y.flags
-    if f.c_contiguous or f.f_contiguous or y.size == 0:
-        return np.zeros_like(y)
-    item = y.itemsize
-    lo = hi = 0
-    for n, s in zip(y.shape, y.strides, strict=True):
-        if n > 1 and (s == 0 or s % item):
-            return np.zeros(y.shape, y.dtype)
-        if s < 0:
-            lo += (n - 1) * s
-        else:
-            hi += (n - 1) * s
-    base = np.zeros((hi - lo) // item + 1, y.dtype)
-    return np.ndarray(y.shape, y.dtype, buffer=base, offset=-lo, strides=y.strides)
 
 
 def new_fdata(y: Any) -> Any:

@@ -34,10 +34,13 @@ def _mm_cot(g: Any, a: np.ndarray, b: np.ndarray) -> tuple[Any, Any]:
     A = a[None, :] if a.ndim == 1 else a
     B = b[:, None] if b.ndim == 1 else b
     G = np.asarray(g)
-    if a.ndim == 1:
-        G = np.expand_dims(G, -2)
-    if b.ndim == 1:
-        G = np.expand_dims(G, -1)
+    if a.ndim == 1 and b.ndim == 1:  # (a 0-d ȳ: expand_dims(·, -2) would be out of range)
+        G = G.reshape(1, 1)
+    else:
+        if a.ndim == 1:
+            G = np.expand_dims(G, -2)
+        if b.ndim == 1:
+            G = np.expand_dims(G, -1)
     ga = unbroadcast(G @ np.conj(np.swapaxes(B, -1, -2)), A.shape)
     gb = unbroadcast(np.conj(np.swapaxes(A, -1, -2)) @ G, B.shape)
     return ga, gb
