@@ -324,7 +324,7 @@ class Traced(NDArrayOperatorsMixin):
     def dot(self, other: Any) -> Any:
         return np.dot(self, other)
 
-    def copy(self, order: str = "K") -> Any:
+    def copy(self, order: str = "C") -> Any:  # (ndarray.copy's default is C; np.copy's is K)
         return np.copy(cast(Any, self), order=cast(Any, order))
 
     def astype(self, dtype: Any, *args: Any, **kwargs: Any) -> Any:

@@ -14,9 +14,9 @@ running when it was made (the innermost module being imported), recorded in
 function defined elsewhere belongs to the module that called the helper while
 it was being imported, and the rules of another rule package that it imports
 (or that rulekit loads lazily meanwhile) belong to that other package.
-`load` records it itself while it imports the module (it wraps
-`registry.add` for the duration of the import); a module imported before,
-without the record, falls back to the module that called `register`.
+The registry records it on every registration, so a package imported before
+`load` (the bundled `rules`, say) is found the same way; a registration without
+the record falls back to the module that called `register`.
 """
 
 from __future__ import annotations
@@ -27,12 +27,10 @@ import sys
 import time
 import traceback
 from collections import Counter
-from collections.abc import Callable, Generator, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Generator, Iterable
 from dataclasses import asdict, dataclass, field
 from importlib.metadata import entry_points
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 import numpy as np
@@ -196,53 +194,6 @@ def _module_for_path(name: str) -> str:
     return module
 
 
-def _importing_module() -> str | None:
-    """The module whose top-level code is running (innermost first), or None."""
-    frame: FrameType | None = sys._getframe(1)
-    while frame is not None:
-        if frame.f_code.co_name == "<module>":
-            name = frame.f_globals.get("__name__")
-            return name if isinstance(name, str) else None
-        frame = frame.f_back
-    return None
-
-
-def start_recording() -> Callable[[], None]:
-    """From now on, record `meta["importing"]` on every registration (wraps `registry.add`).
-
-    Returns the function that stops it. The engine may record it itself; then this is a no-op.
-    """
-    had_own = "add" in vars(registry)
-    add = registry.add
-
-    def recording_add(*args: Any, **kwargs: Any) -> Registration:
-        reg = add(*args, **kwargs)
-        reg.meta.setdefault(IMPORTING, _importing_module())
-        return reg
-
-    registry.add = recording_add  # type: ignore[method-assign]
-
-    def stop() -> None:
-        if registry.add is not recording_add:  # wrapped again since: leave it to its owner
-            return
-        if had_own:
-            registry.add = add  # type: ignore[method-assign]
-        else:
-            del registry.add
-
-    return stop
-
-
-@contextmanager
-def recording_imports() -> Iterator[None]:
-    """`start_recording` for the duration of a `with` block."""
-    stop = start_recording()
-    try:
-        yield
-    finally:
-        stop()
-
-
 def owner(reg: Registration) -> str:
     """The module a registration belongs to: the module being imported when it was made,
     or (if that was not recorded, or was the main script) the module that called `register`."""
@@ -281,8 +232,7 @@ def load(name: str) -> RulePackage:
     fresh = module not in sys.modules
     before = set(registry.entries())
     try:
-        with recording_imports():
-            importlib.import_module(module)
+        importlib.import_module(module)  # (each registration records the module being imported)
     except ModuleNotFoundError as e:
         if e.name is not None and _within(module, e.name):
             packages = installed_rule_packages()
@@ -296,8 +246,7 @@ def load(name: str) -> RulePackage:
         raise PackageImportError(module, e) from e
     entries = registry.entries()
     new = [r for r in entries if r not in before]
-    unrecorded = {r for r in new if IMPORTING not in r.meta}  # registered around the wrapper
-    owned = [r for r in entries if belongs_to(r, module) or r in unrecorded]
+    owned = [r for r in entries if belongs_to(r, module)]
     owned_set = set(owned)
     others = Counter(owner(r) for r in new if r not in owned_set)
     return RulePackage(name, module, fresh, owned, dict(sorted(others.items())))

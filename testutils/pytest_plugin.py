@@ -7,14 +7,11 @@ is installed; without the option it does nothing. The package is named as for
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 __all__ = ["RuleCheckFailed", "RuleCheckItem"]
-
-_stop_recording: list[Callable[[], None]] = []
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -34,20 +31,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="N",
         help="generated inputs per rule without attached examples (default 10)",
     )
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_load_initial_conftests(early_config: pytest.Config, parser: Any, args: Any) -> None:
-    """Before conftest files import rule packages, record which module registers each rule."""
-    if getattr(early_config.known_args_namespace, "rulekit_check", None):
-        from testutils._runner import start_recording
-
-        _stop_recording.append(start_recording())
-
-
-def pytest_unconfigure(config: pytest.Config) -> None:
-    while _stop_recording:
-        _stop_recording.pop()()
 
 
 class RuleCheckItem(pytest.Item):

@@ -98,4 +98,15 @@ CASES = [
         ),
         _plans([0, 1, 2, 3, 4]),
     ),
+    Case(
+        "copy_of_f_ordered_input_then_write_through_ravel",
+        "wrong value and gradient: x.copy() of an F-ordered input must be C-ordered (numpy's "
+        "default), so that its ravel is a view and a write through it shows in the copy",
+        program_from_lines(
+            (_x((2, 2)),),
+            ["r0 = x0.copy()", "r1 = r0.ravel()", "np.add(r1, r1, out=r1)"],
+            ["r0"],
+        ),
+        _plans([1, 4, 1, 4, 1]),
+    ),
 ]

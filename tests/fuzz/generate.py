@@ -1,9 +1,9 @@
 """A hypothesis strategy for random NumPy programs over the bundled rules' vocabulary.
 
 `programs()` builds a `Program` one step at a time. Every candidate step is run at once on sample
-inputs (`Reference`, after the steps so far): numpy itself decides whether it is
-valid (shapes, axes, casting), the sample values decide whether it is smooth (the step's guards)
-and give the shapes, dtypes and magnitudes the next choices depend on. A candidate that fails is
+inputs (a `Reference` run, after the steps so far): numpy itself decides whether it is valid
+(shapes, axes, casting), the sample values decide whether it is smooth (the step's guards) and
+give the shapes, dtypes and magnitudes the next choices depend on. A candidate that fails is
 dropped and another one drawn, so every generated program runs in plain numpy and is smooth at
 its sample inputs; the checker re-checks the guards on each call's fresh inputs.
 
@@ -95,7 +95,7 @@ class _Builder:
         # most steps read a recent register, so programs chain instead of fanning out
         if len(cands) > 1 and self.draw(st.booleans()):
             return cands[-1]
-        return self.draw(st.sampled_from(cands))  # type: ignore[no-any-return]
+        return self.draw(st.sampled_from(cands))
 
     def is_complex(self, name: str) -> bool:
         return self.val(name).dtype.kind == "c"
@@ -266,7 +266,7 @@ class _Builder:
         # prefer a partner that broadcasts (row, column, scalar) over one of the same shape
         bcast = [n for n in cands if self.val(n).shape != sa]
         if bcast and self.draw(st.booleans()):
-            return self.draw(st.sampled_from(bcast))  # type: ignore[no-any-return]
+            return self.draw(st.sampled_from(bcast))
         return self.draw(st.sampled_from(cands)) if cands else None
 
     def binary(self) -> bool:
@@ -450,7 +450,7 @@ class _Builder:
         if not cands:
             return None
         b = self.draw(st.sampled_from(cands))
-        return self.draw(st.sampled_from([b, f"np.tanh({b})", f"2.0 * {b}"]))  # type: ignore[no-any-return]
+        return self.draw(st.sampled_from([b, f"np.tanh({b})", f"2.0 * {b}"]))
 
     def setitem(self) -> bool:
         t = self.pick(lambda n: self.regs[n].traced and self.val(n).ndim > 0)

@@ -11,10 +11,11 @@ layouts, and compares every call with plain numpy:
   and (copy=True) every returned gradient at the end with what it was when returned.
 
 A `rulekit` refusal (`RulekitError`, `TypeError`, `NotImplementedError`) on the first call is not
-a defect: the program
-counts as refused. Any other exception, or a refusal on a later call of a program that has
-already run, is a `Defect`, as is every mismatch. A `Defect` carries a runnable reproducer: the
-program, the input construction of every call so far, which call went wrong, observed vs expected.
+a defect: the program counts as refused. Any other exception, a refusal once the program has run
+(on other layouts), and every mismatch is a `Defect`, classified as on a first call or a later
+one: a failure on a later call is repeated on a new object, and is a later-call defect (state kept
+between calls) only if the new object gets it right. A `Defect` carries a runnable reproducer:
+the program, the input construction of every call so far, observed vs expected.
 
 Tolerances (`grad_tolerance`):
 
@@ -25,9 +26,11 @@ Tolerances (`grad_tolerance`):
 - the engine: a float64/complex128 gradient is computed in float64 along a different path; its
   rounding error is a few eps times the condition of the program, which the magnitude guard
   (registers ≤ 1e4) bounds: rtol 1e-7 of the input's gradient scale leaves a wide margin. A
-  float32 gradient is computed in float32 (eps = 6e-8) by up to 8 steps on registers ≤ 1e4
-  relative magnitude: rtol 2e-3 of the gradient scale, where the scale also counts the loss's
-  magnitude per input element (S / (1 + max|x|)) for gradients that cancel.
+  float32 gradient is computed in float32 (eps = 6e-8) by up to 8 steps on registers ≤ 1e4:
+  rtol 2e-4 of the gradient scale, where the scale also counts the loss's magnitude per input
+  element (S / (1 + max|x|)): a gradient that cancels to 0 keeps float32 noise of that size
+  (var(x + c) wrt c gives 4e-8, not 0). Over 350,000 passing gradients (a 15-minute run) the
+  largest |error| / tolerance was 0.16 (float64), 0.08 (complex128), 0.04 (float32).
 - values: same dtype on both sides, different summation order and kernels: rtol 1e-10
   (float64) or 1e-4 (float32) of the loss's magnitude S.
 """
@@ -51,7 +54,7 @@ import rules  # noqa: F401  (registers the bundled rules)
 
 H = 1e-6
 EPS64 = float(np.finfo(np.float64).eps)
-GRAD_RTOL = {"float64": 1e-7, "complex128": 1e-7, "float32": 2e-3}
+GRAD_RTOL = {"float64": 1e-7, "complex128": 1e-7, "float32": 2e-4}
 VALUE_RTOL = {"float64": 1e-10, "complex128": 1e-10, "float32": 1e-4}
 SCALE = 0.7  # inputs are SCALE · standard normal
 
@@ -62,9 +65,11 @@ LAYOUTS_0D = ("C", "strided")  # numpy scalars: InputSpec.scalar, fixed per prog
 STATS: Counter[str] = Counter()
 REFUSALS: Counter[str] = Counter()
 CLOCK = {"start": time.monotonic()}
-FIRST: dict[
-    str, tuple[int, float]
-] = {}  # defect signature: (programs run, seconds) when first seen
+# dtype -> the largest |error| / tolerance of a gradient that passed: how close the fuzzer came to
+# a false alarm (a wrong gradient is typically far above 1)
+CLOSEST: dict[str, float] = {}
+# defect signature -> (programs run, seconds since CLOCK["start"]) when it was first seen
+FIRST: dict[str, tuple[int, float]] = {}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -210,20 +215,22 @@ def fd_grad(
 
 
 def loss_scale(program: Program, regs: dict[str, Any]) -> float:
-    """S: the magnitude of the terms the loss adds up (the w's are ≤ 1)."""
+    """S: the magnitude of the terms the loss adds up (the w's are ≤ 1), plus the largest
+    register (rounding in an intermediate reaches the loss too)."""
     names = dict.fromkeys(re.findall(r"\b[xr][0-9]+\b", "\n".join(program.loss)))
     s = abs(complex(regs["loss"]))
     for n in names:
         a = np.abs(np.asarray(regs[n]))
         s += float(np.sum(a) + np.sum(a * a))
-    return s + 1e-300
+    sizes = [np.max(np.abs(np.asarray(v))) for k, v in regs.items() if k != "loss" and np.size(v)]
+    return s + float(max(sizes, default=0.0)) + 1e-300
 
 
 def grad_tolerance(
     fd_h: np.ndarray, fd_2h: np.ndarray, x: np.ndarray, scale: float, dtype: str
 ) -> np.ndarray:
     gscale = float(np.max(np.abs(fd_h))) if fd_h.size else 0.0
-    if dtype == "float32":
+    if dtype == "float32":  # cancellation: a zero gradient made of float32 terms of size ~S/|x|
         gscale = max(gscale, scale / (1.0 + float(np.max(np.abs(x))) if x.size else 1.0))
     return 2 * np.abs(fd_h - fd_2h) + 8 * EPS64 * scale / H + GRAD_RTOL[dtype] * gscale
 
@@ -254,7 +261,7 @@ def _fmt(a: Any) -> str:
 @dataclasses.dataclass
 class _Prepared:
     setup: list[str]  # reproducer source that builds the inputs
-    xs: list[Any]  # the inputs
+    rebuild: Callable[[], list[Any]]  # builds them (fresh arrays each time)
     np_value: Any
     dtype: str  # the precision the tolerances are for
     scale: float  # the loss's magnitude S
@@ -361,55 +368,83 @@ class _Session:
         fds = {i: fd_grad(self.f, build, vals64, i, H) for i in self.active}
         fd2s = {i: fd_grad(self.f, build, vals64, i, 2 * H) for i in self.active}
         dtype = "float32" if "float32" in dtypes else dtypes[self.active[0]]
-        return _Prepared([*vlines, *layout_src], build(vals), np_value, dtype, scale, fds, fd2s)
+        setup = [*vlines, *layout_src]
+        return _Prepared(setup, lambda: build(vals), np_value, dtype, scale, fds, fd2s)
 
     def call(self, copy: bool, prep: _Prepared) -> str:
-        p = self.program
+        """Call the object under test; raise a Defect on any broken promise. A failure on a later
+        call is repeated on a new object: if that fails too, the defect is reported as a first
+        call (of the new object), else as a later-call defect (state kept between calls)."""
         self.calls[copy] += 1
         n = self.calls[copy]
         vg_name = "vg" if copy else "vg_nocopy"
         desc = f"call {n} of {vg_name} (copy={copy})"
-        setup, xs, np_value, dtype = [f"# {desc}", *prep.setup], prep.xs, prep.np_value, prep.dtype
-        scale, fds, fd2s = prep.scale, prep.fds, prep.fd2s
-        before = [np.array(x, copy=True) for x in xs]
-        names = ", ".join(s.name for s in p.inputs)
-        invoke = f"value, grads = {vg_name}({names})"
+        xs = prep.rebuild()
+        failure = self.attempt(self.vgs[copy], copy, prep, xs, desc)
+        if failure == "refused":
+            return "refused"
+        lines = [f"# {desc}", *prep.setup, f"value, grads = {vg_name}({self.names})"]
+        if failure is None:
+            self.succeeded = True
+            self.history += lines
+            return "ok"
+        assert isinstance(failure, tuple)
+        kind, detail = failure
+        if n > 1:
+            fresh = rulekit.value_and_grad(self.f, argnums=self.argnums, copy=copy)
+            desc1 = f"call 1 of a new {vg_name} (copy={copy})"
+            again = self.attempt(fresh, copy, prep, prep.rebuild(), desc1)
+            if again is not None and again != "refused":  # (the history stays: rulekit has
+                # global state, and the new object may fail only after the calls before it)
+                new = (
+                    f"{vg_name} = rulekit.value_and_grad(f, argnums={self.argnums!r}, copy={copy})"
+                )
+                lines = [*lines, f"# ... and on {desc1}:", new, *prep.setup, lines[-1]]
+                raise self.fail(f"{again[0]} (first call)", [*lines, *again[1]])
         when = "first call" if n == 1 else "later call"
+        raise self.fail(f"{kind} ({when})", [*lines, *detail])
+
+    @property
+    def names(self) -> str:
+        return ", ".join(s.name for s in self.program.inputs)
+
+    def attempt(
+        self, vg: Any, copy: bool, prep: _Prepared, xs: list[Any], desc: str
+    ) -> tuple[str, list[str]] | str | None:
+        """One call: None if all is well, "refused" for a clean refusal before any success,
+        else (defect kind, comment lines with observed vs expected)."""
+        p = self.program
+        before = [np.array(x, copy=True) for x in xs]
         STATS["engine calls"] += 1
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("error")
-                value, grads = self.vgs[copy](*xs)
+                value, grads = vg(*xs)
         except Exception as e:
             msg = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
             if _is_refusal(e) and not self.succeeded:
                 REFUSALS[f"{type(e).__name__} at {_where(e)}: {msg[:160]}"] += 1
                 return "refused"
-            kind = "refusal after earlier success" if _is_refusal(e) else "internal error"
-            raise self.fail(
-                f"{kind} ({type(e).__name__} at {_where(e)}, {when})",
-                [*setup, invoke, f"# raises {msg}", *_tb_lines(e)],
-            ) from e
-        self.succeeded = True
-        self.history += [*setup, invoke]
+            kind = "refusal depending on the layout" if _is_refusal(e) else "internal error"
+            return f"{kind} ({type(e).__name__} at {_where(e)})", [f"# raises {msg}", *_tb_lines(e)]
         for s, x, b in zip(p.inputs, xs, before, strict=True):
             if not np.array_equal(np.asarray(x), b, equal_nan=True):
-                raise self.fail(
-                    f"input changed by the call ({when})",
-                    [f"# {desc}: {s.name} changed", f"# before: {_fmt(b)}", f"# after: {_fmt(x)}"],
-                )
-        vtol = VALUE_RTOL[dtype] * scale
-        if np.ndim(value) != 0 or not abs(complex(value) - complex(np_value)) <= vtol:
-            raise self.fail(
-                f"wrong value ({when})",
-                [
-                    f"# {desc}: value {value!r}",
-                    f"# numpy:             {np_value!r} (tolerance {vtol:.1e})",
-                ],
-            )
+                lines = [
+                    f"# {desc}: {s.name} changed",
+                    f"# before: {_fmt(b)}",
+                    f"# after: {_fmt(x)}",
+                ]
+                return "input changed by the call", lines
+        vtol = VALUE_RTOL[prep.dtype] * prep.scale
+        if np.ndim(value) != 0 or not abs(complex(value) - complex(prep.np_value)) <= vtol:
+            return "wrong value", [
+                f"# {desc}: value {value!r}",
+                f"# numpy:             {prep.np_value!r} (tolerance {vtol:.1e})",
+            ]
         gs = (grads,) if isinstance(self.argnums, int) else tuple(grads)
         if len(gs) != len(self.active):
-            raise self.fail(f"wrong number of gradients ({when})", [f"# got {len(gs)}"])
+            return "wrong number of gradients", [f"# got {len(gs)}"]
+        kept = []
         for i, g in zip(self.active, gs, strict=True):
             s, x = p.inputs[i], xs[i]
             want = np.asarray(x).dtype
@@ -418,33 +453,32 @@ class _Session:
                 or np.asarray(g).dtype != want
                 or (s.scalar and isinstance(g, np.ndarray))
             ):
-                raise self.fail(
-                    f"gradient shape/dtype ({when})",
-                    [
-                        f"# {desc}: grad of {s.name} has shape {np.shape(g)}, "
-                        f"dtype {np.asarray(g).dtype}, type {type(g).__name__}",
-                        f"# expected shape {s.shape}, dtype {want}, type {type(x).__name__}",
-                    ],
-                )
+                return "gradient shape/dtype", [
+                    f"# {desc}: grad of {s.name} has shape {np.shape(g)}, "
+                    f"dtype {np.asarray(g).dtype}, type {type(g).__name__}",
+                    f"# expected shape {s.shape}, dtype {want}, type {type(x).__name__}",
+                ]
             ga = np.asarray(g, dtype=np.complex128 if want.kind == "c" else np.float64)
-            tol = grad_tolerance(fds[i], fd2s[i], _upcast(x), scale, dtype)
-            err = np.abs(ga - fds[i])
+            tol = grad_tolerance(prep.fds[i], prep.fd2s[i], _upcast(x), prep.scale, prep.dtype)
+            err = np.abs(ga - prep.fds[i])
             STATS["gradients compared"] += 1
+            if err.size and np.all(err <= tol):
+                worst = float(np.max(err / np.maximum(tol, 1e-300)))
+                CLOSEST[prep.dtype] = max(CLOSEST.get(prep.dtype, 0.0), worst)
             if not np.all(err <= tol):
                 k = np.unravel_index(int(np.argmax(err - tol)), err.shape) if err.ndim else ()
-                raise self.fail(
-                    f"wrong gradient ({when})",
-                    [
-                        f"# {desc}: wrong gradient of {s.name}",
-                        f"# observed: {_fmt(g)}",
-                        f"# expected (central differences): {_fmt(fds[i])}",
-                        f"# worst element {tuple(map(int, k))}: |error| {err[k]:.3g} "
-                        f"> tolerance {tol[k]:.3g}",
-                    ],
-                )
+                return "wrong gradient", [
+                    f"# {desc}: wrong gradient of {s.name}",
+                    f"# observed: {_fmt(g)}",
+                    f"# expected (central differences): {_fmt(prep.fds[i])}",
+                    f"# worst element {tuple(map(int, k))}: |error| {err[k]:.3g} "
+                    f"> tolerance {tol[k]:.3g}",
+                ]
             if copy and isinstance(g, np.ndarray):
-                self.kept.append((f"{desc}, grad of {s.name}", g, g.copy()))
-        return "ok"
+                kept.append((f"{desc}, grad of {s.name}", g, g.copy()))
+        if vg is self.vgs.get(copy):
+            self.kept += kept
+        return None
 
 
 def _tb_lines(e: BaseException) -> list[str]:

@@ -122,7 +122,7 @@ class Program:
     def compile(self) -> Callable[..., Any]:
         namespace = dict(NAMESPACE)
         exec(compile(self.source(), "<fuzz program>", "exec"), namespace)
-        return namespace["f"]  # type: ignore[no-any-return]
+        return namespace["f"]
 
 
 # -- the reference run -----------------------------------------------------------------------------

@@ -166,7 +166,7 @@ def test_an_internal_error_is_caught() -> None:
 @pytest.mark.usefixtures("planted")
 def test_a_refusal_that_depends_on_the_layout_is_caught() -> None:
     d = _defect("twice_c_only", _plans((0, 0, 1, 1, 1)))  # C, C, then F layouts
-    assert d.kind.startswith("refusal after earlier success (TracingError")
+    assert d.kind.startswith("refusal depending on the layout (TracingError")
 
 
 @pytest.mark.usefixtures("planted")

@@ -21,20 +21,32 @@ import os
 import time
 
 from fuzz.generate import programs
-from fuzz.oracle import CLOCK, FIRST, REFUSALS, STATS, CallPlan, Defect, check_program
+from fuzz.oracle import (
+    CLOCK,
+    CLOSEST,
+    FIRST,
+    REFUSALS,
+    STATS,
+    CallPlan,
+    Defect,
+    check_program,
+)
 from fuzz.program import Program
 from hypothesis import HealthCheck, given, reject, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
+from hypothesis.internal.conjecture import engine as hypothesis_engine
+from hypothesis.reporting import current_reporter, with_reporter
 
 CI_EXAMPLES = 2000  # about 40 s on one idle core (docs/fuzzing.md has timings)
 CI_SECONDS = 75.0  # no new campaign after this (defects found: each costs up to ~40 s to shrink)
 CAMPAIGN = 2000  # programs per campaign at most
 EXAMPLES = int(os.environ.get("RULEKIT_FUZZ_EXAMPLES", "0") or 0)
 SECONDS = float(os.environ.get("RULEKIT_FUZZ_SECONDS", "0") or 0)
-# Shrinking stops this long after the first defect of a campaign: the failing examples found so
-# far are reported as they are then (hypothesis can spend many minutes shrinking several defects).
-SHRINK_SECONDS = float(os.environ.get("RULEKIT_FUZZ_SHRINK_SECONDS", "0") or 0) or 30.0
+# Shrinking stops after this long: the failing examples are reported as shrunk so far (hypothesis
+# can spend many minutes shrinking several defects of these large examples). Hypothesis has no
+# setting for it; its engine's MAX_SHRINKING_SECONDS (default 300) is set for each campaign.
+SHRINK_SECONDS = float(os.environ.get("RULEKIT_FUZZ_SHRINK_SECONDS", "0") or 0) or 20.0
 CALLS = 3  # calls of each value_and_grad object per program
 PLANS = CALLS + 2  # spare input draws for calls whose inputs leave the smooth region
 
@@ -49,7 +61,7 @@ _plan = st.builds(
 plans = st.lists(_plan, min_size=PLANS, max_size=PLANS)
 
 _failing: set[str] = set()  # examples that raised a Defect: always re-run (hypothesis replays)
-_deadline = {"shrink": math.inf, "run": math.inf}
+_deadline = {"run": math.inf}
 # defect signature -> step families of the (shrunk) programs already reported. A later program
 # with the same signature and a superset of those families is taken for the same defect and
 # passes, so hypothesis keeps searching for new defects instead of re-finding the first.
@@ -62,8 +74,8 @@ def _kinds(program: Program) -> frozenset[str]:
 
 def _check(program: Program, call_plans: list[CallPlan]) -> None:
     key = repr(program) + repr(call_plans)
-    if time.monotonic() > min(_deadline.values()) and key not in _failing:
-        return  # past a deadline: only known failures still fail (hypothesis replays them)
+    if time.monotonic() > _deadline["run"] and key not in _failing:
+        return  # past the deadline: only known failures still fail (hypothesis replays them)
     try:
         status = check_program(program, call_plans, min_calls=CALLS)
     except Defect as d:
@@ -71,7 +83,6 @@ def _check(program: Program, call_plans: list[CallPlan]) -> None:
             STATS["known defects seen again"] += 1
             return
         _failing.add(key)
-        _deadline["shrink"] = min(_deadline["shrink"], time.monotonic() + SHRINK_SECONDS)
         raise
     if status == "ill-posed":
         reject()
@@ -91,8 +102,20 @@ def _campaign(n_examples: int, seed_value: int) -> None:
     def campaign(program: Program, call_plans: list[CallPlan]) -> None:
         _check(program, call_plans)
 
-    _deadline["shrink"] = math.inf
-    hypothesis_seed(seed_value)(campaign)()
+    saved = hypothesis_engine.MAX_SHRINKING_SECONDS
+    hypothesis_engine.MAX_SHRINKING_SECONDS = max(1, round(SHRINK_SECONDS))
+    outer = current_reporter()
+
+    def report(text: object) -> None:  # hypothesis's warning would say "five minutes"
+        if str(text).startswith("WARNING: Hypothesis has spent more than five minutes"):
+            text = f"(shrinking stopped after RULEKIT_FUZZ_SHRINK_SECONDS={SHRINK_SECONDS:g} s)"
+        outer(text)
+
+    try:
+        with with_reporter(report):
+            hypothesis_seed(seed_value)(campaign)()
+    finally:
+        hypothesis_engine.MAX_SHRINKING_SECONDS = saved
 
 
 def summary(elapsed: float, campaigns: int) -> str:
@@ -103,9 +126,11 @@ def summary(elapsed: float, campaigns: int) -> str:
         for sig, (n, t) in sorted(FIRST.items(), key=lambda kv: kv[1])
     )
     refusals = "".join(f"\n  {n} x {msg}" for msg, n in REFUSALS.most_common(8))
+    closest = ", ".join(f"{k} {v:.2g}" for k, v in sorted(CLOSEST.items()))
     return (
         f"fuzz: {STATS['programs']} programs in {elapsed:.1f} s, {campaigns} campaigns ({head}; "
         f"{STATS['gradients compared']} gradients compared)\n"
+        f"largest |error| / tolerance of a passing gradient: {closest or 'none'}\n"
         f"defects, first seen at:{first or ' none'}\n"
         f"most common refusals:{refusals or ' none'}"
     )
@@ -120,7 +145,7 @@ def _defects(e: BaseException) -> list[BaseException]:
 
 def test_random_programs_against_numpy_and_finite_differences() -> None:
     start = CLOCK["start"] = time.monotonic()
-    for counter in (STATS, REFUSALS, FIRST):
+    for counter in (STATS, REFUSALS, FIRST, CLOSEST):
         counter.clear()
     if SECONDS or EXAMPLES:
         budget, seconds = (EXAMPLES or math.inf), (SECONDS or math.inf)

@@ -23,7 +23,6 @@ from testutils._runner import (
     check_registration,
     load,
     owner,
-    recording_imports,
 )
 
 
@@ -270,8 +269,8 @@ def test_the_rules_of_another_rule_package_it_imports_are_not_its_own(
 def test_a_package_imported_before_the_check(on_path: pathlib.Path) -> None:
     """Already imported: the registry-side record of the importing module is used."""
     write_packages(on_path, "tkpre")
-    with recording_imports():  # what a registry that records the importing module does
-        import tkpre_pkg  # type: ignore[import-not-found]  # noqa: F401
+    import tkpre_pkg  # type: ignore[import-not-found]  # noqa: F401
+
     package = load("tkpre_pkg")
     assert not package.fresh and _names(package.registrations) == ["_halve", "_triple"]
 
