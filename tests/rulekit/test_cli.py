@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from rulepkgs import HELPERS
 
 import rulekit
 import rules  # noqa: F401  # registered before a test's registrations are snapshot
@@ -19,15 +20,7 @@ from rulekit import Array, registry
 from rulekit._cli import main
 from testutils._runner import owner
 
-
-@pytest.fixture(autouse=True)
-def registrations() -> Iterator[None]:
-    """Remove every registration a test makes (the registry is process-global)."""
-    before = set(registry.entries())
-    yield
-    for reg in registry.entries():
-        if reg not in before:
-            registry.remove(reg)
+pytestmark = pytest.mark.usefixtures("registrations")  # (tests/conftest.py)
 
 
 @rulekit.primitive
@@ -101,28 +94,6 @@ def test_help_via_python_dash_m() -> None:
 
 # -- a rule package written to tmp_path: its rules are registered by a helper of another module --
 
-HELPERS = '''
-import numpy as np
-import rulekit
-from rulekit import Array, CoDual, NoRData, example, zero_fdata
-
-
-def register_scaling(f, c, slip=1.0):
-    """Register the rule of `f(x) = c·x` (a helper: the module calling it owns the rule)."""
-
-    def rule(fc, x):
-        value = f(x.x)
-        y = CoDual(value, zero_fdata(value))
-
-        def pullback(dy):
-            if x.dx is not None:
-                x.dx += slip * c * y.dx
-            return NoRData(), NoRData()
-
-        return y, pullback
-
-    rulekit.rrule.register(f, Array[np.floating], examples=[example(np.linspace(-1, 1, 4))])(rule)
-'''
 
 PACKAGE = """
 import rulekit

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any, Union
 
 import numpy as np
@@ -27,16 +26,6 @@ from rulekit._patterns import (
 SETTINGS = settings(derandomize=True, max_examples=150, deadline=None, database=None)
 
 HIERARCHY = [np.float64, np.floating, np.inexact, np.number, np.generic]
-
-
-@pytest.fixture
-def registrations() -> Iterator[None]:
-    """Remove every registration a test makes (the registry is process-global)."""
-    before = set(registry.entries())
-    yield
-    for reg in registry.entries():
-        if reg not in before:
-            registry.remove(reg)
 
 
 @rulekit.primitive

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pickle
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -13,15 +12,7 @@ import rulekit
 from rulekit import Array, CoDual, NoFData, NoRData, Primitive, primitive, registry, zero_codual
 from rulekit import _primitive as primitive_module
 
-
-@pytest.fixture(autouse=True)
-def registrations() -> Iterator[None]:
-    """Remove every registration a test makes (the registry is process-global)."""
-    before = set(registry.entries())
-    yield
-    for reg in registry.entries():
-        if reg not in before:
-            registry.remove(reg)
+pytestmark = pytest.mark.usefixtures("registrations")  # (tests/conftest.py)
 
 
 def _cube(x: Any, *, scale: float = 1.0) -> Any:

@@ -6,7 +6,7 @@ fixture removes them afterwards, so nothing collides with the bundled rules.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, Union
 
 import numpy as np
@@ -34,14 +34,7 @@ from rulekit import (
 F64 = Array[np.float64]
 
 
-@pytest.fixture(autouse=True)
-def registrations() -> Iterator[None]:
-    """Remove every registration a test makes (the registry is process-global)."""
-    before = set(registry.entries())
-    yield
-    for reg in registry.entries():
-        if reg not in before:
-            registry.remove(reg)
+pytestmark = pytest.mark.usefixtures("registrations")  # (tests/conftest.py)
 
 
 @rulekit.primitive

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from typing import Any
 
+from rulepkgs import HELPERS
+
 
 def run_pytest(*args: str, env: dict[str, str], cwd: pathlib.Path) -> Any:
     return subprocess.run(
@@ -37,29 +39,6 @@ def test_a_broken_rule_fails_its_item_with_check_argument_input_and_message(
     assert "    check:    mutation\n    argument: argument 2\n    input:    example 1 of 2\n" in out
     assert "mutation check failed (argument 2)" in out and "not restored" in out
 
-
-HELPERS = '''
-import numpy as np
-import rulekit
-from rulekit import Array, CoDual, NoRData, example, zero_fdata
-
-
-def register_scaling(f, c):
-    """Register the rule of `f(x) = c·x` (a helper: the module calling it owns the rule)."""
-
-    def rule(fc, x):
-        value = f(x.x)
-        y = CoDual(value, zero_fdata(value))
-
-        def pullback(dy):
-            if x.dx is not None:
-                x.dx += c * y.dx
-            return NoRData(), NoRData()
-
-        return y, pullback
-
-    rulekit.rrule.register(f, Array[np.floating], examples=[example(np.linspace(-1, 1, 4))])(rule)
-'''
 
 PACKAGE = """
 import rulekit

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from rulepkgs import HELPERS
 
 import rulekit
 import rules  # noqa: F401  # registered before a test's registrations are snapshot
@@ -33,14 +34,7 @@ def rulekit_check(*args: str, env: dict[str, str], cwd: Any = None) -> Any:
     )  # fmt: skip
 
 
-@pytest.fixture(autouse=True)
-def registrations() -> Iterator[None]:
-    """Remove every registration a test makes (the registry is process-global)."""
-    before = set(registry.entries())
-    yield
-    for reg in registry.entries():
-        if reg not in before:
-            registry.remove(reg)
+pytestmark = pytest.mark.usefixtures("registrations")  # (tests/conftest.py)
 
 
 # -- the example packages, through the CLI ---------------------------------------------------
@@ -152,28 +146,6 @@ def test_unchecked_rules_are_reported_and_fail_unless_allowed(
 
 # -- discovery: every rule registered while the package is imported ----------------------------
 
-HELPERS = '''
-import numpy as np
-import rulekit
-from rulekit import Array, CoDual, NoRData, example, zero_fdata
-
-
-def register_scaling(f, c, slip=1.0):
-    """Register the rule of `f(x) = c·x` (a helper: the module calling it owns the rule)."""
-
-    def rule(fc, x):
-        value = f(x.x)
-        y = CoDual(value, zero_fdata(value))
-
-        def pullback(dy):
-            if x.dx is not None:
-                x.dx += slip * c * y.dx
-            return NoRData(), NoRData()
-
-        return y, pullback
-
-    rulekit.rrule.register(f, Array[np.floating], examples=[example(np.linspace(-1, 1, 4))])(rule)
-'''
 
 PACKAGE = """
 import rulekit
