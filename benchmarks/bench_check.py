@@ -16,7 +16,7 @@ import time
 
 import numpy as np
 
-import rules.blas
+import rules.blas.routines
 from testutils import check_rule
 
 

@@ -23,7 +23,7 @@ import numpy as np
 import scipy.linalg.blas
 
 import rulekit
-import rules.blas
+import rules.blas.routines
 from rulekit import Array, CoDual, NoFData, NoRData
 from rulekit._registry import fast_key
 

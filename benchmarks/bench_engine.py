@@ -31,7 +31,7 @@ import numpy as np  # noqa: E402
 
 import rulekit  # noqa: E402
 import rules  # noqa: E402
-import rules.blas  # noqa: E402
+import rules.blas.routines  # noqa: E402
 
 RNG = np.random.default_rng(0)
 

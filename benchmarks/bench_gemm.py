@@ -44,7 +44,7 @@ import numpy as np  # noqa: E402
 import scipy.linalg.blas as sb  # noqa: E402
 
 import rulekit  # noqa: E402
-import rules.blas  # noqa: E402
+import rules.blas.routines  # noqa: E402
 from rulekit import CoDual, NoFData, NoRData, zero_codual  # noqa: E402
 from testutils import count_allocations  # noqa: E402
 

@@ -1,4 +1,4 @@
-"""Issue #11, defect 1: memory layout and pooled buffers (`rules._layout`).
+"""Issue #11, defect 1: memory layout and pooled buffers (`rules._support.layout`).
 
 A reduction or cumulative op on an F-ordered array made C-ordered fdata for its
 F-ordered output; a fused elementwise rule then took its fallback path, whose
@@ -20,8 +20,8 @@ from fdcheck import fd_grad
 import rulekit
 import rules
 from rulekit import CoDual, zero_codual
-from rules._layout import flat_view, like_scratch, new_fdata, zeros_like_exact
-from rules._shape_util import ViewMismatchError
+from rules._support.layout import flat_view, like_scratch, new_fdata, zeros_like_exact
+from rules._support.shape import ViewMismatchError
 
 assert rules
 
@@ -169,7 +169,7 @@ def test_reshape_copy_of_the_primal_with_other_fdata_layout() -> None:
     np.testing.assert_array_equal(dX, np.arange(6.0).reshape(2, 3))
 
 
-# -- rules._layout ------------------------------------------------------------------------------
+# -- rules._support.layout ------------------------------------------------------------
 
 
 @pytest.mark.parametrize(

@@ -16,7 +16,7 @@ calls and gets one round.
 
 Each run also checks the invariant that an output's fdata has its primal's
 strides: views of the output must alias its fdata exactly as they alias the
-output (`rules._shape_util.view_or_new`, `rules._layout.zeros_like_exact`).
+output (`rules._support.shape.view_or_new`, `rules._support.layout.zeros_like_exact`).
 Where numpy's own result depends on the layout (`ravel(order="K")`, scipy BLAS
 overwriting only an F-contiguous `c`) the reference is a fresh rule on that
 layout; where numpy refuses a layout (`np.dot(out=)` of an F-ordered out), the
@@ -44,7 +44,7 @@ from rulekit import (
     split_tangent,
 )
 from rulekit._registry import Registration
-from rules._shape_util import ViewMismatchError
+from rules._support.shape import ViewMismatchError
 from testutils._call import Call, Run, writable_fdata
 from testutils._layouts import VARIANTS, relayout_values
 from testutils._reference import precision_of

@@ -1,0 +1,262 @@
+"""Helpers shared by the shape, joining, selecting and indexing rules.
+
+* **Views.** When numpy returns a view, the output's fdata is the *same view of
+  the input's fdata* (`same_view`, `view_or_new`): no new memory, and the
+  pullback has nothing to do, since later pullbacks incremented the shared
+  memory. The engine keeps fdata with the primal's strides, so the same view
+  operation gives the matching view; should a primal view have no matching view
+  of its fdata, `ViewMismatchError` is raised instead of silently copying.
+* **Sequences** (`np.concatenate([a, b])`, `np.select(conds, choices)`): a list
+  or tuple argument arrives as one CoDual whose fdata is a list/tuple of the
+  elements' fdata (`seq_fdata`); `seq_rdata` increments array elements and
+  returns the rdata of scalar elements.
+* **Index expressions** are classified once (`index_kind`): basic (ints,
+  slices, Ellipsis, None: a view), boolean (no target is written twice) or
+  integer-array advanced (targets may repeat).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from rulekit import Array, CoDual, NoFData
+from rules._support.layout import zeros_like_exact
+from rules._support.util import NO_R, broadcast_axes, scalar_rdata
+
+__all__ = [
+    "BASIC",
+    "BOOL",
+    "INEXACT",
+    "INT",
+    "ViewMismatchError",
+    "add_into",
+    "index_kind",
+    "no_pullback",
+    "nulls",
+    "same_strides",
+    "same_view",
+    "seq_fdata",
+    "seq_rdata",
+    "unbroadcast_to",
+    "view_index",
+    "view_or_new",
+    "writable",
+]
+
+#: The arrays these rules differentiate: float and complex arrays of any ndim.
+INEXACT = Array[np.inexact]
+
+_NULLS = [(NO_R,) * n for n in range(12)]
+
+
+def nulls(n: int) -> tuple[Any, ...]:
+    """`n` NoRData values: the pullback result of a rule whose inputs get no rdata."""
+    return _NULLS[n] if n < len(_NULLS) else (NO_R,) * n
+
+
+def _make_no_pullback(n: int) -> Callable[[Any], tuple[Any, ...]]:
+    result = nulls(n)
+
+    def nothing_to_do(dy: Any) -> tuple[Any, ...]:
+        return result
+
+    return nothing_to_do
+
+
+_NO_PULLBACKS = [_make_no_pullback(n) for n in range(12)]
+
+
+def no_pullback(n: int) -> Callable[[Any], tuple[Any, ...]]:
+    """A pullback with nothing to do for a rule of `n` positional inputs (f included)."""
+    return _NO_PULLBACKS[n] if n < len(_NO_PULLBACKS) else _make_no_pullback(n)
+
+
+class ViewMismatchError(RuntimeError):
+    """The primal and its fdata disagree about an operation returning a view."""
+
+
+def _mismatch(what: str, x: np.ndarray, dx: np.ndarray) -> ViewMismatchError:
+    return ViewMismatchError(
+        f"rulekit internal error: {what} returned a view of the primal but no matching view "
+        f"of its fdata: primal strides {x.strides}, fdata strides {dx.strides}. fdata must "
+        "have the same strides as its primal for views to alias it correctly; create fdata "
+        "with rules._support.layout.zeros_like_exact(primal) (or pass contiguous arrays)."
+    )
+
+
+def shares(y: Any, x: np.ndarray) -> bool:
+    """Whether array `y` is (possibly) a view into `x`'s memory."""
+    return type(y) is np.ndarray and y.size > 0 and np.may_share_memory(y, x)
+
+
+def same_view(x: CoDual, y: Any, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> CoDual:
+    """Output of an operation that always returns a view: the same view of the fdata."""
+    dx = x.dx
+    return CoDual(y, None if dx is None else fn(dx, *args, **kwargs))
+
+
+def same_strides(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether two arrays of one shape have the same strides (on axes longer than one)."""
+    sa, sb = a.strides, b.strides
+    return sa == sb or all(s == t for s, t, n in zip(sa, sb, a.shape, strict=True) if n > 1)
+
+
+def view_or_new(
+    x: CoDual, y: np.ndarray, fn: Callable[..., Any], *args: Any, memory_order: bool = False,
+    **kwargs: Any,
+) -> tuple[CoDual, bool]:  # fmt: skip
+    """Output of an operation that returns a view or a copy (reshape, ravel).
+
+    Returns `(output, is_view)`: a view of `x` gets the same view of `x.dx`; a
+    copy gets fresh zero fdata laid out like it (its pullback then adds ȳ back,
+    which is right whatever the fdata's layout); an inactive `x` gives an
+    inactive output. `memory_order`: the operation reads elements in memory
+    order (`order='K'` or `'A'`), so that on fdata laid out unlike `x` even a
+    view picks other elements.
+
+    The engine keeps fdata with the primal's strides, and then numpy takes the
+    same decision on both. Otherwise (fdata from elsewhere, issue #11) a view of
+    the primal without the matching view of the fdata raises `ViewMismatchError`:
+    later writes through the view must reach x̄, and a copy would lose them.
+    """
+    dx = x.dx
+    if dx is None:
+        return CoDual(y, None), True
+    if not shares(y, x.x):
+        return CoDual(y, zeros_like_exact(y)), False
+    dy = fn(dx, *args, **kwargs)
+    if not shares(dy, dx) or (memory_order and not same_strides(x.x, dx)):
+        raise _mismatch(getattr(fn, "__name__", "an operation"), x.x, dx)
+    return CoDual(y, dy), True
+
+
+def writable(v: np.ndarray) -> np.ndarray:
+    """A read-only view numpy returns (`np.diagonal`) made writable for accumulation."""
+    if not v.flags.writeable:
+        v.flags.writeable = True
+    return v
+
+
+def unbroadcast_to(g: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """Sum `g` over the axes along which an operand of `shape` was broadcast.
+
+    Also when `shape` has extra leading unit axes (`x[i] = v` drops them); the
+    result has `len(shape)` axes, each of `shape`'s length or 1 (`dx += result`
+    broadcasts those).
+    """
+    if g.shape == shape:
+        return g
+    if len(shape) > g.ndim:
+        g = g.reshape((1,) * (len(shape) - g.ndim) + g.shape)
+    lead = g.ndim - len(shape)
+    axes, _ = broadcast_axes(shape, g.shape)
+    if axes:
+        g = g.sum(axis=axes, keepdims=True)
+    return g.reshape(g.shape[lead:]) if lead else g
+
+
+def add_into(dx: np.ndarray, g: Any) -> None:
+    """`dx += g` (reduced to dx's shape); a real dx takes the real part of a complex g."""
+    g = np.asarray(g)
+    if g.dtype.kind == "c" and dx.dtype.kind != "c":
+        g = g.real
+    dx += unbroadcast_to(g, dx.shape)
+
+
+# -- sequences of arrays (list/tuple arguments) -------------------------------------------
+
+
+def seq_fdata(seq: CoDual) -> tuple[list[Any], list[Any]]:
+    """The primals of a list/tuple argument and each element's fdata (None: inactive)."""
+    xs = list(seq.x)
+    d = seq.dx
+    if d is None:
+        return xs, [None] * len(xs)
+    if isinstance(d, NoFData):
+        return xs, [d] * len(xs)
+    return xs, list(d)
+
+
+def seq_rdata(seq: CoDual, grads: Sequence[Any]) -> Any:
+    """Pass element cotangents `grads[k]` (broadcast shape; None: nothing) to a sequence.
+
+    Array elements are incremented in place; scalar elements' cotangents are
+    returned as a tuple of rdata (the engine's convention for traced scalars in
+    a list), or added into a list fdata that holds full scalar tangents.
+    The sequence's rdata is `NoRData()` when no element is a scalar.
+    """
+    d = seq.dx
+    if d is None:
+        return NO_R
+    xs = seq.x
+    parts: list[Any] = []
+    any_scalar = False
+    for k, g in enumerate(grads):
+        dk = d if isinstance(d, NoFData) else d[k]
+        r: Any = NO_R
+        if g is not None and dk is not None:
+            if isinstance(dk, np.ndarray):
+                if dk.dtype.kind in "fc":
+                    add_into(dk, g)
+            elif isinstance(dk, NoFData):
+                r = scalar_rdata(xs[k], g)
+            elif isinstance(d, list) and isinstance(dk, (float, complex, np.number)):
+                d[k] = dk + scalar_rdata(xs[k], g)  # a list's fdata holds full tangents
+        any_scalar = any_scalar or r is not NO_R
+        parts.append(r)
+    return tuple(parts) if any_scalar else NO_R
+
+
+# -- index expressions ------------------------------------------------------------------
+
+BASIC, BOOL, INT = 0, 1, 2
+_Ellipsis = type(Ellipsis)
+
+
+def _element_kind(e: Any) -> int:
+    t = type(e)
+    if t is slice or t is int or e is None or t is _Ellipsis:
+        return BASIC
+    if t is bool or t is np.bool_:
+        return BOOL  # x[True] adds an axis (advanced indexing without repeats)
+    if t is np.ndarray:
+        return BOOL if e.dtype == np.bool_ else INT
+    if isinstance(e, np.integer):
+        return BASIC
+    if isinstance(e, (list, tuple)):
+        return BOOL if np.asarray(e).dtype == np.bool_ else INT
+    if hasattr(e, "__index__"):
+        return BASIC
+    return INT  # numpy decides (and raises for what is not an index)
+
+
+def index_kind(i: Any) -> int:
+    """BASIC (a view), BOOL (advanced, each target written once) or INT (targets may repeat).
+
+    Only boolean arrays (next to basic entries) guarantee distinct targets: their
+    `nonzero()` coordinates are distinct, also when several are broadcast together.
+    """
+    t = type(i)
+    if t is slice or t is int or i is None or t is _Ellipsis:
+        return BASIC
+    if t is tuple:
+        kind = BASIC
+        for e in i:
+            k = _element_kind(e)
+            if k > kind:
+                kind = k
+        return kind
+    return _element_kind(i)
+
+
+def view_index(i: Any) -> Any:
+    """A basic index that selects the same elements as `i` but always as an array view.
+
+    (`x[0, 1]` is a scalar copy; `x[0, 1, ...]` is a 0-d view.)
+    """
+    if type(i) is tuple:
+        return i if any(e is Ellipsis for e in i) else (*i, Ellipsis)
+    return i if i is Ellipsis else (i, Ellipsis)

@@ -1,0 +1,6 @@
+"""Rules for numpy.linalg."""
+
+from rules.numpy.linalg import basic as basic  # inv, solve, det, slogdet, cholesky, pinv, lstsq
+from rules.numpy.linalg import decomp as decomp  # qr, eigh, eigvalsh, svd, svdvals
+from rules.numpy.linalg import eig as eig  # eig, eigvals (general matrices)
+from rules.numpy.linalg import norm as norm  # norm: every ord, axis and keepdims

@@ -1,0 +1,23 @@
+"""Rules for NumPy's ufuncs (and `np.sinc`, `np.clip`, `np.where`, `np.real`/`imag`/`angle`).
+
+Registration order: the plain unary and binary rules, the rest of the ufunc family, then
+the fast paths registered over them for more specific signatures (real scalars, float
+arrays, in-place `out=`), which fall back to the plain rules.
+"""
+
+# ruff: noqa: I001  (the imports below are in registration order)
+# y = f(x): exp, log, sin, tanh, sqrt, ... and np.sinc
+from rules.numpy.ufuncs import unary as unary
+
+# a ∘ b: add, multiply, power, arctan2, hypot, maximum, ..., divmod, ldexp
+from rules.numpy.ufuncs import binary as binary
+
+# real/imag/angle, modf, frexp, piecewise-constant ufuncs, clip, where
+from rules.numpy.ufuncs import misc as misc
+
+# real-scalar arithmetic in plain Python (`-2.5 * loss`, `np.log(s)`)
+from rules.numpy.ufuncs import scalar as scalar
+
+# allocation-free stateful rules for the hot ufuncs on float arrays
+from rules.numpy.ufuncs import fused as fused
+from rules.numpy.ufuncs import inplace as inplace  # `out=` forms of + − · / (`z += w`) in one pass

@@ -1,0 +1,330 @@
+"""Machinery shared by the ufunc rules: operand patterns, generic unary/binary rules, helpers.
+
+A unary rule is `unary(np.sin, pull)` with `pull(x, y, ȳ) -> x̄ contribution`; a binary
+rule is `binary(np.divide, pull)` with `pull(a, b, A, B, Y, ȳ) -> (ā rdata, b̄ rdata)`,
+where `a`, `b` are the CoDuals (their adjoints are added with `acc`) and `A`, `B`, `Y`
+the primals. Pulls follow the complex convention `x̄ = conj(f'(x))·ȳ` and must never
+modify `x`, `y` or `ȳ` in place; they may modify temporaries they created. When the
+output is a scalar (every operand a scalar or 0-d array), the pullback hands the pulls
+1-element arrays, so a pull can always work in place on arrays of the output's shape.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Union
+
+import numpy as np
+
+from rulekit import Array, CoDual, NoRData
+from rules._support.layout import zeros_like_exact
+from rules._support.util import NO_F, NO_R, scalar_rdata, unbroadcast
+
+__all__ = [
+    "DOMAINS",
+    "Complex",
+    "Inexact",
+    "IntLike",
+    "Numeric",
+    "Real",
+    "RealNumeric",
+    "acc",
+    "acc_masked",
+    "binary",
+    "complex_values",
+    "conj",
+    "cotangent",
+    "nondiff",
+    "output",
+    "over",
+    "scale",
+    "tuple_cotangent",
+    "ufunc_kwargs",
+    "unary",
+    "zero_rdata_of",
+]
+
+_nd = np.ndarray
+
+#: Values that may carry a derivative: float/complex arrays and scalars.
+Inexact = Union[Array[np.inexact], float, complex, np.inexact]
+#: Real floating arrays and scalars.
+Real = Union[Array[np.floating], float, np.floating]
+#: Complex arrays and scalars.
+Complex = Union[Array[np.complexfloating], complex, np.complexfloating]
+#: Integer and bool arrays and scalars: constants of a float computation.
+IntLike = Union[Array[np.integer], Array[np.bool_], int, np.integer, np.bool_]
+#: Every numeric operand: `Inexact` or `IntLike`.
+Numeric = Union[Inexact, IntLike]
+#: Every real numeric operand (no complex).
+RealNumeric = Union[Real, IntLike]
+
+Pullback = Callable[[Any], tuple[Any, ...]]
+
+
+def output(y: Any) -> CoDual:
+    """A new output: fresh zero fdata laid out like `y` for float arrays, else NoFData."""
+    if type(y) is _nd and y.dtype.kind in "fc":
+        return CoDual(y, _fdata(y))
+    if isinstance(y, tuple):
+        return CoDual(y, _tuple_fdata(y))
+    return CoDual(y, NO_F)
+
+
+def _tuple_fdata(y: tuple[Any, ...]) -> Any:
+    fs = tuple(output(e).dx for e in y)
+    return NO_F if all(f is NO_F for f in fs) else fs
+
+
+def conj(v: Any) -> Any:
+    """conj(v) for complex values; real values as they are (no copy)."""
+    if type(v) is _nd:
+        return np.conjugate(v) if v.dtype.kind == "c" else v
+    return v.conjugate() if isinstance(v, (complex, np.complexfloating)) else v
+
+
+def scale(t: np.ndarray, g: np.ndarray) -> np.ndarray:
+    """conj(t)·g, in place in `t` (a temporary of g's shape the caller owns)."""
+    if t.dtype.kind == "c":
+        np.conjugate(t, out=t)
+    elif g.dtype.kind == "c":  # a real derivative of a complex output: cannot go in place
+        return t * g
+    np.multiply(t, g, out=t)
+    return t
+
+
+def over(g: Any, t: np.ndarray) -> Any:
+    """ȳ / conj(t), in place in `t` (a temporary of ȳ's shape the caller owns)."""
+    if t.dtype.kind == "c":
+        np.conjugate(t, out=t)
+    elif g.dtype.kind == "c":
+        return g / t
+    return np.divide(g, t, out=t)
+
+
+def acc(cd: CoDual, g: Any) -> Any:
+    """Add cotangent `g` (output shape, or None for zero) into active `cd`; return its rdata.
+
+    Arrays: `cd.dx += unbroadcast(g)` (real part for a real operand). Scalars: the
+    rdata `type(x)(Σg)`. Non-differentiable operands (ints, bools): `NoRData()`.
+    """
+    dx = cd.dx
+    if type(dx) is _nd:
+        if g is None:
+            return NO_R
+        if g.shape != dx.shape:
+            g = unbroadcast(g, dx.shape)
+        if g.dtype.kind == "c" and dx.dtype.kind != "c":
+            g = g.real
+        dx += g
+        return NO_R
+    return scalar_rdata(cd.x, 0 if g is None else g)
+
+
+def acc_masked(cd: CoDual, g: np.ndarray, mask: np.ndarray) -> Any:
+    """`acc(cd, g·mask)` for a boolean `mask` broadcastable to `g`."""
+    t = np.asarray(mask).astype(g.dtype)
+    if t.shape != g.shape:
+        t = t * g
+    else:
+        np.multiply(t, g, out=t)
+    return acc(cd, t)
+
+
+def ufunc_kwargs(f: Any, kw: dict[str, Any], *vals: Any) -> tuple[Any, ...]:
+    """`(kwargs, *operands)` for a ufunc call with keywords.
+
+    `dtype=d` is applied by casting the operands to `d` first (what numpy's loop does),
+    so the pullback differentiates the cast values and `acc` casts cotangents back.
+    `where=` and `signature=` have no rule: they raise, saying what to do instead.
+    """
+    for k in ("where", "signature"):
+        if k in kw:
+            name = getattr(f, "__name__", repr(f))
+            hint = (
+                f"Use np.where(mask, np.{name}(...), other) instead."
+                if k == "where"
+                else "Cast the inputs with .astype(...) before the call instead."
+            )
+            raise NotImplementedError(
+                f"rulekit: np.{name}(..., {k}=...) on traced values has no rule. {hint}"
+            )
+    if kw.get("dtype") is None:
+        return (kw, *vals)
+    kw = dict(kw)
+    d = np.dtype(kw.pop("dtype"))
+    return (kw, *(np.asarray(v, dtype=d) if type(v) is _nd else d.type(v) for v in vals))
+
+
+def _scalar_g(dy: Any) -> Any:
+    """The cotangent of a scalar output as a 1-element array (None if there is none)."""
+    if isinstance(dy, NoRData):
+        return None
+    return np.reshape(dy, (1,))
+
+
+def cotangent(out: CoDual, dy: Any) -> Any:
+    """ȳ as an array: an array output's fdata, a scalar output's rdata as a 1-element array
+    (None if it has none)."""
+    return out.dx if type(out.x) is _nd else _scalar_g(dy)
+
+
+def tuple_cotangent(out: CoDual, dy: Any, i: int) -> Any:
+    """The cotangent of element `i` of a tuple output, as `cotangent` (None if it has none)."""
+    if isinstance(out.dx, tuple) and type(out.dx[i]) is _nd:
+        return out.dx[i]
+    if isinstance(dy, tuple) and not isinstance(dy[i], NoRData):
+        return np.reshape(dy[i], (1,))
+    return None
+
+
+def _nothing(n: int) -> Pullback:
+    result = (NO_R,) * (n + 1)
+    return lambda dy: result
+
+
+def _quietly(pull: Any) -> Any:
+    """`pull` evaluated with numpy's divide/invalid warnings off."""
+
+    def quiet_pull(*args: Any) -> Any:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return pull(*args)
+
+    return quiet_pull
+
+
+def _fdata(y: np.ndarray) -> np.ndarray:
+    # Zero fdata laid out like y (a view of y must view the same elements of ȳ).
+    return np.zeros(y.shape, y.dtype) if y.flags.c_contiguous else zeros_like_exact(y)
+
+
+def unary(uf: Any, pull: Callable[[Any, Any, Any], Any], quiet: bool = False) -> Any:
+    """The rule for `y = uf(x)` given `pull(X, Y, ȳ) -> x̄ contribution (conj(f'(X))·ȳ)`.
+
+    `quiet=True` evaluates the pull with numpy's divide/invalid warnings off: for
+    derivatives that are infinite where `uf` itself is finite (sqrt at 0, arcsin at ±1).
+    """
+    none = _nothing(1)
+    p = _quietly(pull) if quiet else pull
+
+    def rule(f: CoDual, x: CoDual, **kw: Any) -> tuple[CoDual, Pullback]:
+        X = x.x
+        if kw:
+            kw, X = ufunc_kwargs(uf, kw, X)
+            y = uf(X, **kw)
+        else:
+            y = uf(X)
+        if type(y) is _nd:
+            if y.dtype.kind not in "fc":
+                return CoDual(y, NO_F), none
+            g = _fdata(y)
+            if x.dx is None:
+                return CoDual(y, g), none
+
+            def pullback(dy: Any) -> tuple[Any, Any]:
+                return (NO_R, acc(x, p(X, y, g)))
+
+            return CoDual(y, g), pullback
+        if x.dx is None:
+            return CoDual(y, NO_F), none
+
+        def scalar_pullback(dy: Any) -> tuple[Any, Any]:
+            gs = _scalar_g(dy)
+            if gs is None:
+                return (NO_R, acc(x, None))
+            return (NO_R, acc(x, p(np.reshape(X, (1,)), np.reshape(y, (1,)), gs)))
+
+        return CoDual(y, NO_F), scalar_pullback
+
+    rule.__name__ = rule.__qualname__ = f"{uf.__name__}_rrule"
+    rule.__doc__ = pull.__doc__
+    return rule
+
+
+BinaryPull = Callable[[CoDual, CoDual, Any, Any, Any, Any], tuple[Any, Any]]
+
+
+def binary(uf: Any, pull: BinaryPull, quiet: bool = False) -> Any:
+    """The rule for `y = uf(a, b)` given `pull(a, b, A, B, Y, ȳ) -> (ā rdata, b̄ rdata)`.
+
+    The pull adds into the active operands' fdata with `acc` (which reduces over
+    broadcast axes) and skips inactive ones (`dx is None`).
+    """
+    none = _nothing(2)
+    p = _quietly(pull) if quiet else pull
+
+    def rule(f: CoDual, a: CoDual, b: CoDual, **kw: Any) -> tuple[CoDual, Pullback]:
+        A, B = a.x, b.x
+        if kw:
+            kw, A, B = ufunc_kwargs(uf, kw, A, B)
+            y = uf(A, B, **kw)
+        else:
+            y = uf(A, B)
+        if type(y) is _nd:
+            if y.dtype.kind not in "fc":
+                return CoDual(y, NO_F), none
+            g = _fdata(y)
+            if a.dx is None and b.dx is None:
+                return CoDual(y, g), none
+
+            def pullback(dy: Any) -> tuple[Any, Any, Any]:
+                ra, rb = p(a, b, A, B, y, g)
+                return (NO_R, ra, rb)
+
+            return CoDual(y, g), pullback
+        if a.dx is None and b.dx is None:
+            return CoDual(y, NO_F), none
+
+        def scalar_pullback(dy: Any) -> tuple[Any, Any, Any]:
+            gs = _scalar_g(dy)
+            if gs is None:
+                return (NO_R, zero_rdata_of(a), zero_rdata_of(b))
+            one = (1,)
+            ra, rb = p(a, b, np.reshape(A, one), np.reshape(B, one), np.reshape(y, one), gs)
+            return (NO_R, ra, rb)
+
+        return CoDual(y, NO_F), scalar_pullback
+
+    rule.__name__ = rule.__qualname__ = f"{uf.__name__}_rrule"
+    rule.__doc__ = pull.__doc__
+    return rule
+
+
+def zero_rdata_of(cd: CoDual) -> Any:
+    """The zero rdata of an argument: a zero of a scalar's type, else NoRData."""
+    if cd.dx is None or type(cd.dx) is _nd:
+        return NO_R
+    return scalar_rdata(cd.x, 0)
+
+
+def nondiff(f: CoDual, *args: CoDual, **kw: Any) -> tuple[CoDual, Pullback]:
+    """A piecewise-constant function (floor, sign, comparisons...): every x̄ += 0.
+
+    Float outputs get zero fdata (they can be written into later) and send nothing
+    back; bool/int outputs are not differentiable (NoFData).
+    """
+    if kw:
+        kw = {k: (v.x if isinstance(v, CoDual) else v) for k, v in kw.items()}
+    y = f.x(*[a.x for a in args], **kw)
+
+    def nondiff_pullback(dy: Any) -> tuple[Any, ...]:
+        return (NO_R, *map(zero_rdata_of, args))
+
+    return output(y), nondiff_pullback
+
+
+# -- example inputs: small, fixed seeds, inside each function's domain ------------------------
+
+DOMAINS: dict[str, Callable[[np.random.Generator, Any], Any]] = {
+    "any": lambda r, s: r.normal(size=s),
+    "pos": lambda r, s: r.uniform(0.5, 2.0, size=s),
+    "unit": lambda r, s: r.uniform(-0.8, 0.8, size=s),  # arcsin, arctanh: (-1, 1)
+    "gt1": lambda r, s: r.uniform(1.3, 3.0, size=s),  # arccosh: (1, ∞)
+    "nonzero": lambda r, s: r.choice([-1.0, 1.0], size=s) * r.uniform(0.4, 2.0, size=s),
+}
+
+
+def complex_values(r: np.random.Generator, domain: str, shape: Any) -> Any:
+    """Complex values off every branch cut (the cuts lie on the real axis)."""
+    re = DOMAINS[domain](r, shape)
+    return re + 1j * r.choice([-1.0, 1.0], size=shape) * r.uniform(0.3, 0.8, size=shape)
