@@ -25,7 +25,7 @@ import scipy.linalg.blas
 import rulekit
 import rules.blas.routines
 from rulekit import Array, CoDual, NoFData, NoRData
-from rulekit._registry import fast_key
+from rulekit._signature import fast_key  # (the hot-path dispatch key: an internal)
 
 _OUT = CoDual(None, NoFData())
 

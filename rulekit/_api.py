@@ -9,21 +9,13 @@ from typing import Any
 
 import numpy as np
 
-from rulekit._call import subclass_error
 from rulekit._codual import CoDual
-from rulekit._errors import RulekitError, TracingError
-from rulekit._tangents import (
-    NoFData,
-    NoRData,
-    NoTangent,
-    exact_layout_possible,
-    zero_fdata,
-    zero_tangent,
-    zeros_like_exact,
-)
-from rulekit._tape import Tape
-from rulekit._trace import Tracer, describe, is_active_leaf, output_codual, untrace
-from rulekit._traced import Traced
+from rulekit._engine._tape import Tape
+from rulekit._engine._trace import Tracer, describe, is_active_leaf, output_codual, untrace
+from rulekit._engine._traced import Traced
+from rulekit._errors import TracingError, subclass_error
+from rulekit._layout import exact_layout_possible, zeros_like_exact
+from rulekit._tangents import NoFData, NoRData, NoTangent, zero_fdata, zero_rdata, zero_tangent
 
 __all__ = [
     "DerivedRule",
@@ -166,7 +158,6 @@ class ValueAndGrad:
         argnums: int | Sequence[int] = 0,
         has_aux: bool = False,
         copy: bool = True,
-        scalar_output: bool = True,
     ) -> None:
         if not callable(f):
             raise TypeError(f"value_and_grad expects a callable, got {f!r}")
@@ -174,7 +165,6 @@ class ValueAndGrad:
         self.argnums = argnums
         self.has_aux = has_aux
         self.copy = copy
-        self.scalar_output = scalar_output
         self.tracer = Tracer(f)
         self.buffers = _GradBuffers(reuse=not copy)
         self._value_buf: np.ndarray | None = None
@@ -199,10 +189,9 @@ class ValueAndGrad:
                 _check_differentiable(x, f"argument {i} of {fname}")
         tape = self.tracer.new_tape()
         targs = list(args)
-        prims: dict[int, Any] = {}
         dxs: dict[int, Any] = {}
         for i in nums:
-            x = prims[i] = _own_layout(args[i])
+            x = _own_layout(args[i])
             dxs[i] = self.buffers.fdata(x, i)
             targs[i] = self.tracer.wrap(x, dxs[i], tape)
         out = self.tracer.forward(targs, kwargs, tape)
@@ -333,7 +322,10 @@ class DerivedRule:
         def derived_pullback(dy: Any) -> tuple[Any, ...]:
             tracer.seed(out, dy, tape)
             tracer.backward(tape)
-            return (_NO_R, *(tracer.input_rdata(t, tape) for t in targs))
+            return (
+                _NO_R,
+                *(tracer.input_rdata(t, tape, a.dx) for t, a in zip(targs, args, strict=True)),
+            )
 
         return y, derived_pullback
 
@@ -350,15 +342,6 @@ def build_rrule(f: Callable[..., Any], *example_args: Any) -> DerivedRule:
     rule = DerivedRule(f)
     if example_args:
         cds = [CoDual(a, zero_fdata(a) if _differentiable(a) else None) for a in example_args]
-        try:
-            y, pb = rule(CoDual(f, _NO_F), *cds)
-        except RulekitError:
-            raise
-        pb(_NO_R if isinstance(y.dx, np.ndarray) else _seed_zero(y.x))
+        y, pb = rule(CoDual(f, _NO_F), *cds)
+        pb(_NO_R if isinstance(y.dx, np.ndarray) else zero_rdata(y.x))
     return rule
-
-
-def _seed_zero(x: Any) -> Any:
-    from rulekit._tangents import zero_rdata
-
-    return zero_rdata(x)

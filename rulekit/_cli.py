@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import numpy as np
 
 import rulekit
-from rulekit._registry import registry
+from rulekit import registry
 
 EXIT_EPILOG = (
     "exit codes: 0 success, 1 a rule failed or was not checked, 2 usage error "
@@ -31,11 +31,13 @@ def _err(command: str, message: str) -> None:
 
 
 def _cmd_rules(args: argparse.Namespace) -> int:
-    from testutils._runner import PackageImportError, UsageError, belongs_to, load, owner
+    from testutils._packages import PackageImportError, UsageError, belongs_to, load, owner
 
     try:
         for name in args.modules:
             load(name)
+        if not args.modules:
+            _load_installed()
     except UsageError as e:
         _err("rules", str(e))
         return 2
@@ -61,6 +63,16 @@ def _cmd_coverage(args: argparse.Namespace) -> int:
 
     print(coverage_markdown(list(args.modules)), end="")
     return 0
+
+
+def _load_installed() -> None:
+    """Import every installed rule package and everything it defers (`rulekit rules`)."""
+    from testutils._packages import PackageImportError
+
+    try:
+        registry.load_all()
+    except rulekit.RulePackageError as e:
+        raise PackageImportError(e.name or "?", e) from e
 
 
 def version() -> str:
@@ -89,10 +101,10 @@ def build_parser() -> argparse.ArgumentParser:
     p_rules.add_argument(
         "modules",
         nargs="*",
-        default=["rules"],
+        default=[],
         metavar="MODULE",
         help="rule packages to import first: module names, rulekit.rules entry-point names, or "
-        "paths (default: rules)",
+        "paths (default: every installed rule package, with everything it defers)",
     )
     p_rules.add_argument("--module", help="only rules belonging to this module (a prefix)")
     p_rules.set_defaults(func=_cmd_rules)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 
 class RulekitError(Exception):
     """Base class of every error rulekit raises on purpose."""
@@ -35,15 +37,45 @@ class SubclassError(TracingError, TypeError):
     """
 
 
+class RulePackageError(RulekitError, ImportError):
+    """A rule package that rulekit loads by itself failed to import.
+
+    Raised at the lookup that loads it: a module named by a `rulekit.rules` entry
+    point, or one deferred with `rulekit.registry.defer`. `name` is that module;
+    the import's own error is the `__cause__`.
+    """
+
+
 class RuleRegistrationWarning(UserWarning):
     """A rule was registered where traced calls cannot reach it (e.g. a plain Python function)."""
 
 
 def untraced_write_error(what: str) -> TracingError:
-    """The refusal for writing a traced value into an untraced array (`what` did it)."""
+    """The refusal for writing a traced value into an untraced array (`what` did it).
+
+    A rule that writes into an argument raises it when that argument is constant
+    (`dx is None`) and the value written is active: `untraced_write_error("np.copyto")`.
+    """
     return TracingError(
         f"{what} writes a traced value into an untraced array. Fix: make the destination "
         "traced, e.g. `buf = np.zeros_like(x)` or `buf = x.copy()` from a traced x, and write "
         "into that; or build the array with np.stack / np.concatenate / np.where. Written "
         "into a plain array, the value would leave the trace and its gradient would be lost."
+    )
+
+
+def subclass_error(a: np.ndarray, what: str) -> SubclassError:
+    """Refuse an ndarray subclass: its operators and functions may mean something else."""
+    name = f"{type(a).__module__}.{type(a).__qualname__}"
+    if isinstance(a, np.ma.MaskedArray):
+        fix = "work on plain arrays: `m.filled(fill_value)`, or `np.where(m.mask, fill, m.data)`"
+    elif isinstance(a, np.matrix):
+        fix = "convert it with `np.asarray(m)`, and write `@` where np.matrix's `*` meant it"
+    else:
+        fix = "convert it with `np.asarray(a)` (or `a.view(np.ndarray)`)"
+    return SubclassError(
+        f"rulekit cannot differentiate through an ndarray subclass ({name}, {what}). "
+        f"Fix: {fix}. (Subclasses override operators and functions, e.g. np.matrix's `*` is "
+        "a matrix product and a masked array skips masked entries, in ways the rules for "
+        "plain arrays do not follow: their gradient would be wrong.)"
     )

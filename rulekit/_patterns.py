@@ -111,6 +111,8 @@ class VarargPattern:
 
 
 class _VarargFactory:
+    """`Vararg[T]`: zero or more trailing arguments, each matching `T` (only valid last)."""
+
     def __getitem__(self, item: Any) -> VarargPattern:
         element = as_pattern(item)
         if isinstance(element, VarargPattern):

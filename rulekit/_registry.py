@@ -3,143 +3,39 @@
 A registration says "for calls of `f` whose arguments match these patterns,
 use this rule" (`rrule.register`) or "... build a rule object with this
 factory" (`build_primitive_rrule.register`). Dispatch picks the most specific
-matching registration; lookups are cached per concrete signature.
+matching registration; lookups are cached per concrete signature. Before a
+lookup misses the cache, the rule packages still due are imported
+(`rulekit._loading`: entry points, deferred modules).
 """
 
 from __future__ import annotations
 
-import functools
-import sys
-import types
-import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal
 
-import numpy as np
+from rulekit._errors import AmbiguousRuleError, MissingRuleError, RuleRegistrationError
+from rulekit._functions import FunctionWrapper, function_name, set_name, set_names
+from rulekit._loading import RuleLoader, caller_module, importing_module
+from rulekit._patterns import Pattern, VarargPattern, as_pattern, is_subpattern, matches, type_key
+from rulekit._signature import Signature, fast_key, key_repr, signature_of, unwrap
 
-from rulekit._codual import CoDual
-from rulekit._errors import (
-    AmbiguousRuleError,
-    MissingRuleError,
-    RuleRegistrationError,
-    RuleRegistrationWarning,
-)
-from rulekit._patterns import (
-    Pattern,
-    VarargPattern,
-    as_pattern,
-    is_subpattern,
-    matches,
-    type_key,
-)
-from rulekit._primitive import Primitive
-
-__all__ = [
-    "Registration",
-    "Registry",
-    "Signature",
-    "build_primitive_rrule",
-    "is_primitive",
-    "registry",
-    "rrule",
-    "signature_of",
-]
+__all__ = ["Kind", "Registration", "Registry", "registry"]
 
 Kind = Literal["rrule", "factory"]
 
 
-def _ufunc_name(u: np.ufunc) -> str:
-    if getattr(np, u.__name__, None) is u:
-        return f"np.{u.__name__}"
-    special = sys.modules.get("scipy.special")
-    if special is not None and getattr(special, u.__name__, None) is u:
-        return f"scipy.special.{u.__name__}"
-    return u.__name__
-
-
-def function_name(f: Any) -> str:
-    """A readable name for a function: `np.sin`, `np.add.reduce`, `scipy.special.erf`, `mod.f`."""
-    if isinstance(f, np.ufunc):
-        return _ufunc_name(f)
-    owner = getattr(f, "__self__", None)
-    if isinstance(owner, np.ufunc):
-        return f"{_ufunc_name(owner)}.{f.__name__}"
-    if type(owner).__module__.startswith("scipy.stats"):  # scipy.stats.norm.pdf, ...
-        dist = getattr(owner, "name", None) or type(owner).__name__.removesuffix("_gen")
-        return f"scipy.stats.{dist}.{f.__name__}"
-    wrapped = getattr(f, "fn", None)
-    if wrapped is not None and type(f).__name__ == "Primitive":
-        return function_name(wrapped)  # a rulekit.primitive wrapper: named as what it wraps
-    if type(f).__name__ == "fortran":  # an f2py wrapper: scipy.linalg.blas / lapack
-        return f"scipy.linalg.{f.__name__.split()[-1]}"
-    name = getattr(f, "__qualname__", None) or getattr(f, "__name__", None)
-    if name is None:
-        return repr(f)
-    module = getattr(f, "__module__", None) or ""
-    if module == "numpy" or module.startswith("numpy."):
-        module = "np" + module[len("numpy") :]
-        if module.startswith(("np._core", "np.core", "np.lib._")):
-            module = "np"
-        elif module.startswith("np.linalg"):
-            module = "np.linalg"
-    elif module.startswith("scipy."):
-        module = ".".join(p for p in module.split(".") if not p.startswith("_"))
-    elif module == "_operator":
-        module = "operator"
-    return f"{module}.{name}" if module else name
-
-
-def _key_repr(k: Any) -> str:
-    if isinstance(k, tuple):
-        return f"Array[np.{k[0].__name__}, {k[1]}]"
-    return k.__qualname__ if isinstance(k, type) else repr(k)
-
-
-class Signature(NamedTuple):
-    """The concrete signature of a call: the function and each argument's type key.
-
-    `args[i]` is `(dtype.type, ndim)` for an ndarray and `type(x)` otherwise;
-    `out` is the type key of an `out=` array, or None.
-    """
-
-    f: Any
-    args: tuple[Any, ...]
-    out: Any = None
-
-    def __repr__(self) -> str:
-        parts = [_key_repr(k) for k in self.args]
-        if self.out is not None:
-            parts.append(f"out={_key_repr(self.out)}")
-        return f"{function_name(self.f)}({', '.join(parts)})"
-
-
-def _unwrap(x: Any) -> Any:
-    return x.x if isinstance(x, CoDual) else x
-
-
-def _out_value(kwargs: dict[str, Any]) -> Any:
-    out = kwargs.get("out")
-    if isinstance(out, tuple):
-        if len(out) != 1:
-            return None if all(o is None for o in out) else out
-        out = out[0]
-    return _unwrap(out)
-
-
-def signature_of(f: Any, *args: Any, **kwargs: Any) -> Signature:
-    """The concrete `Signature` of the call `f(*args, **kwargs)` (CoDuals are unwrapped)."""
-    out = _out_value(kwargs)
-    return Signature(
-        _unwrap(f),
-        tuple(type_key(_unwrap(a)) for a in args),
-        None if out is None else type_key(out),
-    )
-
-
 @dataclass(eq=False)
 class Registration:
-    """One registered rule: what it matches, what it is, and who registered it."""
+    """One registered rule: what it matches, what it is, and who registered it.
+
+    `f` is the function, `patterns` one per positional argument (a `Vararg` last),
+    `out` the pattern of an `out=` array (None: calls without one), `impl` the
+    rule (`kind == "rrule"`) or the factory `sig -> rule` (`kind == "factory"`),
+    `module` the module that called `register`, `examples` the call examples the
+    kit checks it on. `meta["importing"]` is the module being imported when it was
+    registered: the rule package it belongs to.
+    """
 
     f: Any
     patterns: tuple[Pattern, ...]
@@ -152,6 +48,7 @@ class Registration:
 
     @property
     def vararg(self) -> bool:
+        """Whether the last pattern is a `Vararg`."""
         return bool(self.patterns) and isinstance(self.patterns[-1], VarargPattern)
 
     def expand(self, n: int) -> tuple[Pattern, ...] | None:
@@ -166,6 +63,7 @@ class Registration:
         return ps if len(ps) == n else None
 
     def matches(self, sig: Signature) -> bool:
+        """Whether a call of signature `sig` matches this registration."""
         ps = self.expand(len(sig.args))
         if ps is None:
             return False
@@ -188,6 +86,7 @@ class Registration:
         return all(is_subpattern(q, p) for p, q in zip(mine, theirs, strict=True))
 
     def describe(self) -> str:
+        """One line: the signature it covers, the rule and who registered it."""
         parts = [repr(p) for p in self.patterns]
         if self.out is not None:
             parts.append(f"out={self.out!r}")
@@ -214,40 +113,6 @@ def _beats(a: Registration, b: Registration, n: int) -> bool:
     return False
 
 
-def _importing_module() -> str | None:
-    """`__name__` of the innermost module whose top-level code is running (being imported).
-
-    A rule registered through a helper of another module belongs to the package
-    whose import called the helper: `rulekit check PKG` finds it by this.
-    """
-    frame: Any = sys._getframe(1)
-    while frame is not None:
-        if frame.f_code.co_name == "<module>":
-            name = frame.f_globals.get("__name__")
-            return name if isinstance(name, str) else None
-        frame = frame.f_back
-    return None
-
-
-def _unreachable(f: Any) -> bool:
-    """Whether traced calls of `f` can never reach a rule registered for it.
-
-    The engine sees ufuncs (and their methods), numpy functions dispatched through
-    `__array_function__`, `rulekit.primitive` wrappers, and the builtins it calls
-    itself (operator.getitem, ...). A plain Python function is none of those.
-    """
-    if isinstance(f, (Primitive, np.ufunc)) or hasattr(f, "_implementation"):
-        return False
-    return isinstance(f, (types.FunctionType, types.MethodType, functools.partial))
-
-
-def _caller_module(depth: int) -> str:
-    try:
-        return str(sys._getframe(depth + 1).f_globals.get("__name__", "?"))
-    except ValueError:
-        return "?"
-
-
 def _fkey(f: Any) -> Any:
     try:
         hash(f)
@@ -256,57 +121,14 @@ def _fkey(f: Any) -> Any:
     return f
 
 
-_ndarray = np.ndarray
-
-
-def _flat(key: list[Any], x: Any) -> None:
-    t = type(x)
-    if t is not _ndarray:
-        key.append(t)  # a subclass of ndarray is then followed by its dtype and ndim
-        if not issubclass(t, _ndarray):
-            return
-    key.append(x.dtype)
-    key.append(x.ndim)
-
-
-def fast_key(f: Any, args: Sequence[Any], out: Any = None) -> tuple[Any, ...]:
-    """A cheap hashable key for a call on primal values (the hot path of dispatch).
-
-    It identifies the concrete signature as one flat tuple: an array contributes
-    its dtype and ndim, any other value its type (a dtype is never a type, so the
-    tuple reads back unambiguously). `out` is the `out=` array or None.
-    """
-    n = len(args)
-    if n == 1 and out is None:
-        a = args[0]
-        if type(a) is _ndarray:
-            return (f, a.dtype, a.ndim)
-    elif n == 2 and out is None:  # the common cases, without building a list
-        a, b = args
-        ta, tb = type(a), type(b)
-        if ta is _ndarray:
-            if tb is _ndarray:
-                return (f, a.dtype, a.ndim, b.dtype, b.ndim)
-            if not issubclass(tb, _ndarray):
-                return (f, a.dtype, a.ndim, tb)
-        elif tb is _ndarray and not issubclass(ta, _ndarray):
-            return (f, ta, b.dtype, b.ndim)
-    key: list[Any] = [f]
-    for x in args:
-        _flat(key, x)
-    if out is not None:
-        key.append("out")
-        _flat(key, out)
-    return tuple(key)
-
-
 class Registry:
-    """The table of registrations, with a per-signature lookup cache."""
+    """The table of registrations, with a per-signature lookup cache (`rulekit.registry`)."""
 
     def __init__(self) -> None:
         self._by_f: dict[Any, list[Registration]] = {}
         self._cache: dict[Any, Registration] = {}
         self._fast: dict[Any, tuple[Signature, Registration]] = {}
+        self._loader = RuleLoader()
 
     # -- registration ------------------------------------------------------
 
@@ -321,6 +143,11 @@ class Registry:
         examples: Any = None,
         module: str = "?",
     ) -> Registration:
+        """Register `impl` for calls of `f` matching `patterns` (what the decorators call).
+
+        The rule packages due are imported first, so that a registration made now
+        replaces a bundled one of the same patterns, not the other way round.
+        """
         if not callable(impl):
             raise RuleRegistrationError(
                 f"the rule registered for {function_name(f)} must be callable, got {impl!r}"
@@ -337,8 +164,9 @@ class Registry:
         out_p = None if out is None else as_pattern(out)
         if isinstance(out_p, VarargPattern):
             raise RuleRegistrationError("out= cannot be a Vararg pattern")
-        reg = Registration(_unwrap(f), ps, out_p, impl, kind, module, examples)
-        reg.meta["importing"] = _importing_module()  # (the kit finds a package's rules by it)
+        self._loader.load_pending()
+        reg = Registration(unwrap(f), ps, out_p, impl, kind, module, examples)
+        reg.meta["importing"] = importing_module()  # (the kit finds a package's rules by it)
         entries = self._by_f.setdefault(_fkey(reg.f), [])
         # Re-registering the same patterns and kind replaces the earlier rule.
         entries[:] = [
@@ -348,9 +176,62 @@ class Registry:
         self._invalidate()
         return reg
 
+    def remove(self, reg: Registration) -> None:
+        """Remove one registration (used by tests and by rule authors experimenting)."""
+        entries = self._by_f.get(_fkey(reg.f), [])
+        if reg in entries:
+            entries.remove(reg)
+            self._invalidate()
+
     def _invalidate(self) -> None:
         self._cache.clear()
         self._fast.clear()
+
+    # -- rule packages loaded by rulekit -----------------------------------
+
+    def defer(self, trigger: str, module: str) -> None:
+        """Import `module` before the first lookup that finds module `trigger` imported.
+
+        For rule packages covering a library that is slow to import:
+        `registry.defer("scipy.special", "rules.scipy.special")` registers the
+        scipy.special rules when the program has imported scipy.special, and
+        `import rules` stays fast. The check runs on every lookup that misses the
+        dispatch cache (and before a registration or a listing); a module that
+        fails to import raises `RulePackageError` there.
+        """
+        owner = importing_module() or caller_module(1)
+        self._loader.defer(trigger, module, owner)
+
+    def load_all(self, package: str | None = None) -> None:
+        """Import every rule package rulekit knows of now: the `rulekit.rules` entry points
+        and every deferred module, whatever its trigger (with `package`: only the modules
+        that `package` or its submodules deferred). Listings, coverage and `rulekit check`
+        call it; a module that fails to import raises `RulePackageError`."""
+        self._loader.load_all(package)
+
+    def load_pending(self) -> None:
+        """Import the entry points (the first time) and every deferred module whose trigger
+        is imported by now. Lookups call it on a cache miss; the engine calls it before it
+        runs a traced function, so that a rule package that patches a library (the bundled
+        SciPy rules route `scipy.linalg.cholesky`, ...) has done so before the function
+        looks the name up. Cheap when nothing is due."""
+        self._loader.load_pending()
+
+    def deferred(self) -> list[tuple[str, str]]:
+        """The deferred modules not imported yet, as `(trigger, module)` pairs."""
+        return self._loader.deferred()
+
+    # -- names -------------------------------------------------------------
+
+    def set_name(self, f: Any, name: str) -> None:
+        """Name the function `f` `name` in signatures, messages and reports (see
+        `rulekit.function_name`): `registry.set_name(blas.dgemm, "scipy.linalg.blas.dgemm")`."""
+        set_name(f, name)
+
+    def set_names(self, namespace: Any, prefix: str, attrs: Iterable[str] | None = None) -> None:
+        """Name each callable attribute `a` of `namespace` `prefix.a` (all public ones, or
+        `attrs`): `registry.set_names(scipy.special, "scipy.special")`."""
+        set_names(namespace, prefix, attrs)
 
     # -- lookup ------------------------------------------------------------
 
@@ -387,10 +268,15 @@ class Registry:
         except MissingRuleError:
             return None
 
+    def which(self, f: Any, *args: Any, **kwargs: Any) -> Registration:
+        """The registration that the call `f(*args, **kwargs)` dispatches to."""
+        return self.lookup(signature_of(f, *args, **kwargs))
+
     def _resolve(self, sig: Signature) -> Registration:
+        self._loader.load_pending()
         entries = self._by_f.get(_fkey(sig.f), [])
         cands = [r for r in entries if r.matches(sig)]
-        if not cands and isinstance(sig.f, Primitive):
+        if not cands and isinstance(sig.f, FunctionWrapper):
             # `rulekit.primitive(fn)` also uses rules registered for `fn` itself.
             entries = entries + self._by_f.get(_fkey(sig.f.fn), [])
             cands = [r for r in entries if r.matches(sig)]
@@ -420,119 +306,30 @@ class Registry:
             )
         else:
             msg += f" No rule is registered for {name} at all."
-        patterns = ", ".join(_key_repr(k) for k in sig.args)
+        patterns = ", ".join(key_repr(k) for k in sig.args)
         msg += (
             f"\nTo differentiate this call, register a rule:\n"
             f"  @rulekit.rrule.register({name}, {patterns})\n"
             f"  def my_rule(f, *args): ...  # returns (CoDual output, pullback)\n"
-            "or import the module that registers it (e.g. `import rules`)."
+            "or import the rule package that registers it (installed rule packages load "
+            "by themselves; see `rulekit rules` for what is registered)."
         )
         return msg
 
     # -- introspection -----------------------------------------------------
 
     def entries(self, module: str | None = None) -> list[Registration]:
-        """All registrations, or those made by `module` (and its submodules)."""
+        """All registrations, or those made by `module` (and its submodules).
+
+        The rule packages due are imported first (as for a lookup); call
+        `load_all()` first to list every rule installed packages can register.
+        """
+        self._loader.load_pending()
         out = [r for regs in self._by_f.values() for r in regs]
         if module is not None:
             out = [r for r in out if r.module == module or r.module.startswith(module + ".")]
         return out
 
-    def which(self, f: Any, *args: Any, **kwargs: Any) -> Registration:
-        """The registration that the call `f(*args, **kwargs)` dispatches to."""
-        return self.lookup(signature_of(f, *args, **kwargs))
 
-    def remove(self, reg: Registration) -> None:
-        """Remove one registration (used by tests and by rule authors experimenting)."""
-        entries = self._by_f.get(_fkey(reg.f), [])
-        if reg in entries:
-            entries.remove(reg)
-            self._invalidate()
-
-
+#: The one process-wide registry (`rulekit.registry`).
 registry = Registry()
-
-
-def _instantiate(reg: Registration, sig: Signature) -> Callable[..., Any]:
-    return reg.impl(sig) if reg.kind == "factory" else reg.impl
-
-
-class _RegisterMixin:
-    _kind: Kind
-
-    def register(
-        self, f: Any, *patterns: Any, out: Any = None, examples: Any = None
-    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-        """Decorator: register the decorated callable for calls of `f` matching `patterns`.
-
-        `out=` is the pattern of an `out=` keyword array (registrations without it
-        match only calls without `out=`). `examples` attaches call examples (a
-        list of argument tuples, or a zero-argument callable returning one) that
-        the conformance kit checks the rule on.
-        """
-        module = _caller_module(1)
-        # Validate the patterns now, not when the decorator is applied.
-        for p in patterns:
-            as_pattern(p)
-        if _unreachable(f):
-            warnings.warn(
-                f"a rule registered for the plain Python function {function_name(f)} is never "
-                f"used by traced code. Fix: wrap it, `{getattr(f, '__name__', 'f')} = "
-                "rulekit.primitive(fn)`, and call the wrapper (it uses rules registered for the "
-                "wrapper or for fn). Calls of the plain function are traced through its body, "
-                "and this rule is ignored.",
-                RuleRegistrationWarning,
-                stacklevel=2,
-            )
-
-        def decorator(impl: Callable[..., Any]) -> Callable[..., Any]:
-            registry.add(self._kind, f, patterns, impl, out=out, examples=examples, module=module)
-            return impl
-
-        return decorator
-
-
-class _RRule(_RegisterMixin):
-    """`rulekit.rrule(f, *args, **kwargs)`: call the registered rule for these CoDuals.
-
-    `rulekit.rrule.register(f, *patterns)` registers a plain rule function.
-    For a signature with a stateful factory this builds a fresh rule object per
-    call (the AD engine instead keeps one per call site).
-    """
-
-    _kind: Kind = "rrule"
-
-    def __call__(self, f: CoDual, *args: CoDual, **kwargs: Any) -> tuple[CoDual, Any]:
-        out = _out_value(kwargs) if kwargs and "out" in kwargs else None
-        sig, reg = registry.lookup_call(f.x, [a.x for a in args], out)
-        rule = reg.impl if reg.kind == "rrule" else reg.impl(sig)
-        return rule(f, *args, **kwargs)
-
-    def __repr__(self) -> str:
-        return "rulekit.rrule"
-
-
-class _BuildPrimitiveRRule(_RegisterMixin):
-    """`rulekit.build_primitive_rrule(sig)`: the rule to use for signature `sig`.
-
-    Returns the registered rule function, or a fresh `StatefulRRule` from a
-    registered factory (`build_primitive_rrule.register(f, *patterns)` registers
-    a factory `sig -> rule`; it wins over a plain rule of the same patterns).
-    """
-
-    _kind: Kind = "factory"
-
-    def __call__(self, sig: Signature) -> Callable[..., Any]:
-        return _instantiate(registry.lookup(sig), sig)
-
-    def __repr__(self) -> str:
-        return "rulekit.build_primitive_rrule"
-
-
-rrule = _RRule()
-build_primitive_rrule = _BuildPrimitiveRRule()
-
-
-def is_primitive(sig: Signature) -> bool:
-    """Whether a rule is registered for calls of signature `sig`."""
-    return registry.find(sig) is not None

@@ -68,10 +68,6 @@ class StatefulRRule:
       (`token.buffer`), e.g. for an output and its fdata that must live until
       the pullback; `pop(token)` recycles it. A forward that pushes several
       entries has its pullback pop them in reverse order.
-    * `push_zeros(shape, dtype) -> token`: the same, filled with zeros (e.g. a
-      new output's fdata). `pop(token, zeroed=True)` from a pullback that left
-      the buffer all zeros (e.g. a fused kernel that read and cleared it) keeps
-      it in a clean pool, so the next `push_zeros` needs no fill pass.
     * `scratch(name, shape, dtype)`: a named work buffer reused across calls,
       reallocated only when its shape or dtype changes. It is for use *within*
       one forward or one pullback only (interleaved calls share it).
@@ -86,7 +82,6 @@ class StatefulRRule:
         self._serials: list[int] = []  # parallel to _stack
         self._next_serial = 0
         self._pool: dict[_BufKey, list[np.ndarray]] = {}
-        self._clean: dict[_BufKey, list[np.ndarray]] = {}  # pooled buffers known to be zero
         self._scratch: dict[str, np.ndarray] = {}
 
     # -- saved copies: a LIFO stack over a pool of buffers ----------------
@@ -111,33 +106,15 @@ class StatefulRRule:
         """Push an uninitialised pooled buffer of this shape and dtype; it is `token.buffer`."""
         return self._enter(self._take(tuple(shape), np.dtype(dtype)))
 
-    def push_zeros(self, shape: tuple[int, ...], dtype: Any) -> SaveToken:
-        """Push a pooled buffer of zeros (filled only if it did not come back clean)."""
-        key = (tuple(shape), np.dtype(dtype).str)
-        clean = self._clean.get(key)
-        if clean:
-            return self._enter(clean.pop())
-        buf = self._take(key[0], np.dtype(dtype))
-        buf.fill(0)
-        return self._enter(buf)
-
     def save(self, x: np.ndarray) -> SaveToken:
         """Push a copy of `x` (any memory layout) and return its token."""
         token = self.push(x.shape, x.dtype)
         np.copyto(token.buffer, x)
         return token
 
-    def pop(self, token: SaveToken, zeroed: bool = False) -> np.ndarray:
-        """Pop (and recycle) the buffer pushed under `token`; see `restore`.
-
-        `zeroed=True` promises the buffer is all zeros now: it goes to the clean pool.
-        """
-        buf = self.restore(token)
-        if zeroed:
-            free = self._pool[(buf.shape, buf.dtype.str)]
-            free.pop()  # (restore just recycled it there: move it to the clean pool)
-            free_list(self._clean, (buf.shape, buf.dtype.str)).append(buf)
-        return buf
+    def pop(self, token: SaveToken) -> np.ndarray:
+        """Pop (and recycle) the buffer pushed under `token`; see `restore`."""
+        return self.restore(token)
 
     def restore(self, token: SaveToken, into: np.ndarray | None = None) -> np.ndarray:
         """Pop the buffer saved under `token`, copying it into `into` if given.

@@ -1,4 +1,4 @@
-"""`check_rule`: prove one rule right on one call (DESIGN §5, checks 1–7).
+"""`check_rule`: prove one rule right on one call (docs/testing-your-rules.md, checks 1–7).
 
 The checks, in the order a failure is reported:
 
@@ -39,8 +39,10 @@ from typing import Any
 import numpy as np
 
 from rulekit import (
+    AmbiguousRuleError,
     CoDual,
     Example,
+    MissingRuleError,
     NoRData,
     StatefulRRule,
     build_primitive_rrule,
@@ -49,7 +51,6 @@ from rulekit import (
     signature_of,
     split_tangent,
 )
-from rulekit._errors import AmbiguousRuleError, MissingRuleError
 from testutils._call import Call, Run
 from testutils._dottest import UncheckableInput
 from testutils._layouts import VARIANT_NAMES, layout_key, relayout_values
@@ -252,12 +253,7 @@ class _Checker:
         sig = self.sig
         if self.given is None:
             try:
-                try:
-                    registry.lookup(sig)
-                except MissingRuleError:
-                    if not _load_bundled_rules():
-                        raise
-                    registry.lookup(sig)  # (DESIGN §2: the bundled rules load on first use)
+                registry.lookup(sig)  # (installed rule packages load before the first lookup)
             except (MissingRuleError, AmbiguousRuleError) as e:
                 raise RuleCheckError("registered", str(e), None, self.label) from None
             self.report.checks["registered"] = "pass"
@@ -335,17 +331,6 @@ class _Checker:
             return
         self.fail("interface", f"{self.who} raises {type(error).__name__} on these inputs "
                   f"({error}), the rule returned a result")  # fmt: skip
-
-
-def _load_bundled_rules() -> bool:
-    """Import the bundled `rules` package if it is not loaded yet; whether that happened."""
-    import importlib
-    import sys
-
-    if "rules" in sys.modules:
-        return False
-    importlib.import_module("rules")
-    return True
 
 
 def seed_output(y: CoDual, ref: Reference) -> Any:

@@ -1,10 +1,10 @@
 """Memory layouts: copies of a call's arrays in other layouts, and how to name a layout.
 
-DESIGN §4: memory layout (C, F, strided, negative strides) never changes a
-result. `check_rule` tries every call again with every array argument copied
-into each layout of `VARIANTS` (same values, dtype and writeable flag; an array
-passed twice stays one object), so that a rule which only works on C-contiguous
-memory is caught on the caller's C-ordered examples too.
+Memory layout (C, F, strided, negative strides) never changes a result
+(docs/guarantees.md). `check_rule` tries every call again with every array
+argument copied into each layout of `VARIANTS` (same values, dtype and writeable
+flag; an array passed twice stays one object), so that a rule which only works
+on C-contiguous memory is caught on the caller's C-ordered examples too.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """What a failure message says besides the check: the input, the primal's name, likely causes.
 
-DESIGN §5: every failure names the check, the argument, the input (shape,
-dtype, layout, values or seed). `describe_call` gives the input part; the
+Every failure names the check, the argument, the input (shape, dtype,
+layout, values or seed): docs/testing-your-rules.md. `describe_call` gives the input part; the
 hints here name a likely cause where the kit can tell (an overwrite instead of
 an increment, a conjugated complex cotangent, a rule that breaks only on 0-d
 arrays).
@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from rulekit._registry import function_name
+from rulekit import function_name
 from testutils._layouts import describe_layout
 
 __all__ = [

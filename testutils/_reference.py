@@ -1,7 +1,7 @@
 """What a correct rule must produce for one call: the primal's behaviour and finite differences.
 
 The call is seen as a map from the state before it (every argument) to the
-state after it plus the new outputs (DESIGN §2). For each differentiable
+state after it plus the new outputs (docs/concepts.md, "Mutation"). For each differentiable
 argument j, with a random direction ẋⱼ, random output cotangent ȳ and random
 pre-seeded fdata rᵢ (the cotangent of argument i's state *after* the call),
 a correct pullback leaves argument j with a cotangent x̄ⱼ such that

@@ -14,18 +14,20 @@ import sys
 import time
 from typing import Any, TextIO
 
-from testutils._runner import (
-    CHECKS,
+from testutils._packages import (
     PackageImportError,
     RulePackage,
-    RuleResult,
     UsageError,
     installed_rule_packages,
     label,
     load,
-    run_checks,
     select_rules,
     unique,
+)
+from testutils._runner import (
+    CHECKS,
+    RuleResult,
+    run_checks,
 )
 
 __all__ = [

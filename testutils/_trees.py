@@ -248,7 +248,7 @@ def tree_close(
     another algorithm computes as 1e-17 is the same result). `who` names where
     `want` comes from in the message ("np.cos", "the primal function g").
     `scalar_as_0d`: a 0-d array of the same dtype stands for a float or complex
-    scalar (DESIGN §2: a rule may return a 0-d array where NumPy returns a scalar).
+    scalar (a rule may return a 0-d array where NumPy returns a scalar).
     """
     if isinstance(want, np.ndarray):
         if not isinstance(got, np.ndarray):

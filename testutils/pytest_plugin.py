@@ -74,7 +74,7 @@ def pytest_collection_modifyitems(
     names = config.getoption("--rulekit-check")
     if not names:
         return
-    from testutils._runner import PackageImportError, UsageError, collect, label, owner
+    from testutils._packages import PackageImportError, UsageError, collect, label, owner
 
     try:
         regs = collect(names)

@@ -30,8 +30,8 @@ from hypothesis import HealthCheck, given, reject, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from rulekit import registry
-from rulekit._patterns import (
+from rulekit import Registration, registry
+from rulekit.patterns import (
     AnyPattern,
     ArrayPattern,
     ClassPattern,
@@ -40,7 +40,6 @@ from rulekit._patterns import (
     VarargPattern,
     as_pattern,
 )
-from rulekit._registry import Registration
 
 __all__ = [
     "ELEMENTS",

@@ -24,25 +24,20 @@ with ᵀ read as ᴴ.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeGuard
+from typing import Any
 
 import numpy as np
-from scipy.linalg import get_blas_funcs
 
-from rulekit import CoDual, SaveToken, StatefulRRule
+from rulekit import SaveToken, StatefulRRule
 from rules._support.layout import flat_view
-from rules._support.util import scalar_rdata
 
 __all__ = [
     "ADJ",
     "CJ",
     "TR",
     "BlasRule",
-    "active",
-    "active_scalar",
     "cj",
     "kernels",
-    "scalar_rdata_or_none",
 ]
 
 #: transpose, conjugate and conjugate-transpose of an op
@@ -58,25 +53,6 @@ def cj(s: Any) -> Any:
     if isinstance(s, (complex, np.complexfloating)):
         return complex(s).conjugate()
     return float(s)
-
-
-def active(cd: CoDual | None) -> TypeGuard[CoDual]:
-    """An array argument whose adjoint is wanted."""
-    return cd is not None and isinstance(cd.dx, np.ndarray)
-
-
-def active_scalar(cd: CoDual | None) -> TypeGuard[CoDual]:
-    """A float/complex scalar argument whose adjoint is wanted."""
-    return (
-        cd is not None
-        and cd.dx is not None
-        and isinstance(cd.x, (float, complex, np.floating, np.complexfloating))
-    )
-
-
-def scalar_rdata_or_none(cd: CoDual | None, g: Any) -> Any:
-    """rdata of scalar argument `cd` for cotangent `g` (None when inactive)."""
-    return scalar_rdata(cd.x, g) if active_scalar(cd) else None
 
 
 def _flat(x: np.ndarray, order: str | None = None) -> np.ndarray:
@@ -101,6 +77,8 @@ class _Kernels:
 
     def __init__(self, dtype: np.dtype) -> None:
         names = ("gemm", "axpy", "scal", "dotc" if dtype.kind == "c" else "dot", "trmm", "trsm")
+        from scipy.linalg import get_blas_funcs  # (not at import: `import rules` stays light)
+
         self.gemm, self.axpy, self.scal, self.dot, self.trmm, self.trsm = get_blas_funcs(
             names, dtype=dtype
         )

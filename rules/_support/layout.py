@@ -17,6 +17,9 @@ Two invariants keep fdata and pooled buffers honest from one call to the next
   `flat_view` is the 1-D memory-order view of a C- or F-contiguous array and
   raises instead of copying; `like_scratch` gives a work buffer laid out like a
   given contiguous array, so that the flat views of both pair the same elements.
+
+`filled_0d` keeps a ufunc's scalar operand in a pooled 0-d array (a Python number
+operand makes numpy allocate one on every call).
 """
 
 from __future__ import annotations
@@ -26,10 +29,13 @@ from typing import Any
 
 import numpy as np
 
-from rulekit import NoFData, zero_fdata
-from rulekit._tangents import zeros_like_exact  # (the engine's: one definition)
+from rulekit import (
+    NoFData,
+    zero_fdata,
+    zeros_like_exact,  # (the engine's: one definition)
+)
 
-__all__ = ["flat_view", "fortran", "like_scratch", "new_fdata", "zeros_like_exact"]
+__all__ = ["filled_0d", "flat_view", "fortran", "like_scratch", "new_fdata", "zeros_like_exact"]
 
 
 def fortran(a: np.ndarray) -> bool:
@@ -65,6 +71,16 @@ def like_scratch(
     if fortran(like):
         return scratch(name + ":F", like.shape[::-1], like.dtype).T
     return scratch(name, like.shape, like.dtype)
+
+
+def filled_0d(store: dict[str, np.ndarray], c: Any, dtype: np.dtype) -> np.ndarray:
+    """`c` in a 0-d array of `dtype` kept in `store` (one per dtype): a ufunc operand that
+    allocates nothing, where a Python number would be made into a new 0-d array."""
+    s = store.get(dtype.char)
+    if s is None:
+        s = store[dtype.char] = np.empty((), dtype)
+    s.fill(c)
+    return s
 
 
 def new_fdata(y: Any) -> Any:

@@ -1,5 +1,6 @@
 """Helpers shared by the linear-algebra rules (rules.numpy.linalg, rules.scipy.linalg,
-rules.numpy.contractions).
+rules.numpy.contractions): the matrix identities of their adjoints, kept LU factors, and the
+errors for derivatives that do not exist.
 
 Conventions (see docs/conventions-linalg.md): matrices are the last two axes of
 a stack; `mH` is the conjugate transpose of those axes; cotangents of complex
@@ -9,27 +10,18 @@ real inputs holds for complex ones with ᴴ.
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-import scipy.linalg
-from scipy.linalg import get_lapack_funcs
 
-from rulekit import CoDual, RulekitError, zero_rdata
-from rules._support import util as _util
+from rulekit import RulekitError
 
 __all__ = [
     "LU",
     "DegenerateSpectrumError",
     "GaugeDependentError",
-    "add",
-    "binder",
     "chol_cotangent",
     "diag_view",
-    "dx_of",
-    "elem_cot",
     "fold",
     "lapack_dtype",
     "mH",
@@ -65,23 +57,6 @@ def check_gauge(im_diag: np.ndarray, scale: Any, what: str) -> None:
             "arbitrary phases (Im diag(Vᴴ V̄) ≠ 0), so the function being differentiated is "
             "not well defined. Differentiate a phase-invariant quantity (|v|², projectors, values)."
         )
-
-
-def dx_of(cd: Any) -> np.ndarray | None:
-    """The fdata array of an active array argument, else None (inactive or non-differentiable)."""
-    dx = cd.dx if isinstance(cd, CoDual) else None
-    return dx if isinstance(dx, np.ndarray) else None
-
-
-def add(cd: CoDual, g: Any) -> None:
-    """`cd.dx += g` (broadcast-reduced, real part for a real argument) when `cd` is active."""
-    if dx_of(cd) is not None:
-        _util.accumulate(cd, g)
-
-
-def rdata(cd: Any) -> Any:
-    """The rdata a pullback returns for an argument whose adjoint went into its fdata (or none)."""
-    return zero_rdata(cd.x) if isinstance(cd, CoDual) else _util.NO_R
 
 
 def mT(x: np.ndarray) -> np.ndarray:
@@ -133,6 +108,8 @@ class LU:
     __slots__ = ("getrs", "lu", "nearly_singular", "piv", "singular")
 
     def __init__(self, a: np.ndarray) -> None:
+        from scipy.linalg import get_lapack_funcs  # (not at import: `import rules` stays light)
+
         getrf, self.getrs = get_lapack_funcs(("getrf", "getrs"), (a,))
         self.lu, self.piv, info = getrf(a)
         self.singular = info > 0
@@ -178,7 +155,9 @@ def adjugate_H(a: np.ndarray) -> np.ndarray:
 
 def tri_solve_right(Z: np.ndarray, R: np.ndarray, lower: bool) -> np.ndarray:
     """Z·R⁻ᴴ for triangular R (stacks allowed): (R⁻¹ Zᴴ)ᴴ."""
-    return mH(scipy.linalg.solve_triangular(R, mH(Z), lower=lower, check_finite=False))
+    from scipy.linalg import solve_triangular
+
+    return mH(solve_triangular(R, mH(Z), lower=lower, check_finite=False))
 
 
 def chol_cotangent(L: np.ndarray, Lbar: np.ndarray) -> np.ndarray:
@@ -189,20 +168,10 @@ def chol_cotangent(L: np.ndarray, Lbar: np.ndarray) -> np.ndarray:
     """
     P = np.tril(mH(L) @ Lbar)
     diag_view(P)[...] *= 0.5
-    Y = scipy.linalg.solve_triangular(L, P, lower=True, trans="C", check_finite=False)
-    return mH(scipy.linalg.solve_triangular(L, mH(Y), lower=True, trans="C", check_finite=False))
+    from scipy.linalg import solve_triangular
 
-
-def elem_cot(y: CoDual, dy: Any, i: int) -> Any:
-    """The cotangent of element `i` of a tuple output: its fdata array or its rdata scalar."""
-    dx = y.dx
-    if isinstance(dx, tuple) and isinstance(dx[i], np.ndarray):
-        return dx[i]
-    if isinstance(dy, tuple):
-        r = dy[i]
-        if isinstance(r, (float, complex, np.number)):
-            return r
-    return None
+    Y = solve_triangular(L, P, lower=True, trans="C", check_finite=False)
+    return mH(solve_triangular(L, mH(Y), lower=True, trans="C", check_finite=False))
 
 
 def spectral_tol(vals: np.ndarray) -> np.ndarray:
@@ -236,18 +205,3 @@ def safe_divide(
             )
     out = np.where(near | ~off, 0, num) / np.where(near | ~off, 1, den)
     return out
-
-
-def binder(fn: Callable[..., Any]) -> Callable[[tuple[Any, ...], dict[str, Any]], dict[str, Any]]:
-    """Bind a call's (positional CoDuals, keyword values) to `fn`'s parameter names.
-
-    Values come back as given (CoDuals stay CoDuals); defaults are filled in.
-    """
-    sig = inspect.signature(fn)
-
-    def bind(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
-        ba = sig.bind(*args, **kwargs)
-        ba.apply_defaults()
-        return dict(ba.arguments)
-
-    return bind

@@ -61,7 +61,7 @@ def install() -> None:
     """Register `_refuse` as numba's typeof for rulekit's traced classes (idempotent)."""
     from numba.extending import typeof_impl
 
-    from rulekit._traced import Traced
+    from rulekit import Traced
 
     if typeof_impl.dispatch(Traced) is not _refuse:
         typeof_impl.register(Traced)(_refuse)

@@ -1,4 +1,4 @@
-"""Helpers shared by the shape, joining, selecting and indexing rules.
+"""Helpers shared by the shape, joining, selecting and indexing rules: views and index kinds.
 
 * **Views.** When numpy returns a view, the output's fdata is the *same view of
   the input's fdata* (`same_view`, `view_or_new`): no new memory, and the
@@ -6,10 +6,6 @@
   memory. The engine keeps fdata with the primal's strides, so the same view
   operation gives the matching view; should a primal view have no matching view
   of its fdata, `ViewMismatchError` is raised instead of silently copying.
-* **Sequences** (`np.concatenate([a, b])`, `np.select(conds, choices)`): a list
-  or tuple argument arrives as one CoDual whose fdata is a list/tuple of the
-  elements' fdata (`seq_fdata`); `seq_rdata` increments array elements and
-  returns the rdata of scalar elements.
 * **Index expressions** are classified once (`index_kind`): basic (ints,
   slices, Ellipsis, None: a view), boolean (no target is written twice) or
   integer-array advanced (targets may repeat).
@@ -17,61 +13,26 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from rulekit import Array, CoDual, NoFData
+from rulekit import CoDual
 from rules._support.layout import zeros_like_exact
-from rules._support.util import NO_R, broadcast_axes, scalar_rdata
 
 __all__ = [
     "BASIC",
     "BOOL",
-    "INEXACT",
     "INT",
     "ViewMismatchError",
-    "add_into",
     "index_kind",
-    "no_pullback",
-    "nulls",
     "same_strides",
     "same_view",
-    "seq_fdata",
-    "seq_rdata",
-    "unbroadcast_to",
     "view_index",
     "view_or_new",
     "writable",
 ]
-
-#: The arrays these rules differentiate: float and complex arrays of any ndim.
-INEXACT = Array[np.inexact]
-
-_NULLS = [(NO_R,) * n for n in range(12)]
-
-
-def nulls(n: int) -> tuple[Any, ...]:
-    """`n` NoRData values: the pullback result of a rule whose inputs get no rdata."""
-    return _NULLS[n] if n < len(_NULLS) else (NO_R,) * n
-
-
-def _make_no_pullback(n: int) -> Callable[[Any], tuple[Any, ...]]:
-    result = nulls(n)
-
-    def nothing_to_do(dy: Any) -> tuple[Any, ...]:
-        return result
-
-    return nothing_to_do
-
-
-_NO_PULLBACKS = [_make_no_pullback(n) for n in range(12)]
-
-
-def no_pullback(n: int) -> Callable[[Any], tuple[Any, ...]]:
-    """A pullback with nothing to do for a rule of `n` positional inputs (f included)."""
-    return _NO_PULLBACKS[n] if n < len(_NO_PULLBACKS) else _make_no_pullback(n)
 
 
 class ViewMismatchError(RuntimeError):
@@ -138,76 +99,6 @@ def writable(v: np.ndarray) -> np.ndarray:
     if not v.flags.writeable:
         v.flags.writeable = True
     return v
-
-
-def unbroadcast_to(g: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-    """Sum `g` over the axes along which an operand of `shape` was broadcast.
-
-    Also when `shape` has extra leading unit axes (`x[i] = v` drops them); the
-    result has `len(shape)` axes, each of `shape`'s length or 1 (`dx += result`
-    broadcasts those).
-    """
-    if g.shape == shape:
-        return g
-    if len(shape) > g.ndim:
-        g = g.reshape((1,) * (len(shape) - g.ndim) + g.shape)
-    lead = g.ndim - len(shape)
-    axes, _ = broadcast_axes(shape, g.shape)
-    if axes:
-        g = g.sum(axis=axes, keepdims=True)
-    return g.reshape(g.shape[lead:]) if lead else g
-
-
-def add_into(dx: np.ndarray, g: Any) -> None:
-    """`dx += g` (reduced to dx's shape); a real dx takes the real part of a complex g."""
-    g = np.asarray(g)
-    if g.dtype.kind == "c" and dx.dtype.kind != "c":
-        g = g.real
-    dx += unbroadcast_to(g, dx.shape)
-
-
-# -- sequences of arrays (list/tuple arguments) -------------------------------------------
-
-
-def seq_fdata(seq: CoDual) -> tuple[list[Any], list[Any]]:
-    """The primals of a list/tuple argument and each element's fdata (None: inactive)."""
-    xs = list(seq.x)
-    d = seq.dx
-    if d is None:
-        return xs, [None] * len(xs)
-    if isinstance(d, NoFData):
-        return xs, [d] * len(xs)
-    return xs, list(d)
-
-
-def seq_rdata(seq: CoDual, grads: Sequence[Any]) -> Any:
-    """Pass element cotangents `grads[k]` (broadcast shape; None: nothing) to a sequence.
-
-    Array elements are incremented in place; scalar elements' cotangents are
-    returned as a tuple of rdata (the engine's convention for traced scalars in
-    a list), or added into a list fdata that holds full scalar tangents.
-    The sequence's rdata is `NoRData()` when no element is a scalar.
-    """
-    d = seq.dx
-    if d is None:
-        return NO_R
-    xs = seq.x
-    parts: list[Any] = []
-    any_scalar = False
-    for k, g in enumerate(grads):
-        dk = d if isinstance(d, NoFData) else d[k]
-        r: Any = NO_R
-        if g is not None and dk is not None:
-            if isinstance(dk, np.ndarray):
-                if dk.dtype.kind in "fc":
-                    add_into(dk, g)
-            elif isinstance(dk, NoFData):
-                r = scalar_rdata(xs[k], g)
-            elif isinstance(d, list) and isinstance(dk, (float, complex, np.number)):
-                d[k] = dk + scalar_rdata(xs[k], g)  # a list's fdata holds full tangents
-        any_scalar = any_scalar or r is not NO_R
-        parts.append(r)
-    return tuple(parts) if any_scalar else NO_R
 
 
 # -- index expressions ------------------------------------------------------------------

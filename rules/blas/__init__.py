@@ -53,3 +53,10 @@ from rules.blas.routines import (
     ztrmm as ztrmm,
     ztrsm as ztrsm,
 )
+
+# Plain calls (`scipy.xxx.name(traced)`) reach the rules: see rules/scipy/_routing.py.
+import scipy.linalg.blas as _scipy_blas
+
+from rules.scipy._routing import route_module
+
+route_module(_scipy_blas, [(n, globals()[n]) for n in routines.__all__])

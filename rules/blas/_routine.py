@@ -14,8 +14,9 @@ from typing import Any
 import numpy as np
 
 from rulekit import CoDual, TracingError
-from rules._support.blas_kernels import BlasRule, kernels, scalar_rdata_or_none
-from rules._support.util import NO_R
+from rules._support.arguments import is_active_scalar
+from rules._support.blas_kernels import BlasRule, kernels
+from rules._support.cotangents import NO_R, scalar_rdata
 
 __all__ = ["Bound", "Routine", "f2py_inplace", "f2py_params", "op_of", "vec_view"]
 
@@ -66,7 +67,9 @@ class Bound:
     """One call's arguments bound to an f2py wrapper's parameter names.
 
     Positional arguments are CoDuals (they return rdata); keyword arguments are
-    plain values or, for traced arrays, CoDuals.
+    plain values or, for traced arrays, CoDuals. (Not `rules._support.binding`: an f2py
+    wrapper has no Python signature, and an optional argument it was not given must
+    stay absent, since f2py derives its default from the other arguments.)
     """
 
     __slots__ = ("names", "npos", "vals")
@@ -110,8 +113,9 @@ class Bound:
         rdata when they are active."""
         out = [NO_R] * (self.npos + 1)
         for name, g in cotangents.items():
-            r = scalar_rdata_or_none(self.cd(name), g)
-            if r is not None:
+            cd = self.cd(name)
+            if is_active_scalar(cd):
+                r = scalar_rdata(cd.x, g)
                 i = self.names.index(name)
                 if i < self.npos:
                     out[i + 1] = r

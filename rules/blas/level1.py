@@ -15,8 +15,9 @@ from typing import Any
 import numpy as np
 
 from rulekit import CoDual, NoRData
-from rules._support.blas_kernels import active, active_scalar, cj
-from rules._support.util import NO_F
+from rules._support.arguments import is_active_array, is_active_scalar
+from rules._support.blas_kernels import cj
+from rules._support.cotangents import NO_F
 from rules.blas._routine import Bound, Routine, f2py_inplace, vec_view
 
 __all__ = ["AxpyRule", "DotRule", "Nrm2Rule", "ScalRule"]
@@ -63,13 +64,13 @@ class DotRule(_Vectors):
 
         def dot_pullback(dy: Any) -> tuple[Any, ...]:
             if not isinstance(dy, NoRData) and dy != 0:
-                if active(x):
+                if is_active_array(x):
                     dxs = self.sub(x.dx, offs["x"], n, "x")
                     if conj_x:
                         self.axpy(dxs, cj(dy), ys)
                     else:
                         self.axpy(dxs, dy, ys, conj=True)
-                if active(y):
+                if is_active_array(y):
                     self.axpy(self.sub(y.dx, offs["y"], n, "y"), dy, xs, conj=not conj_x)
             return bd.rdata()
 
@@ -90,7 +91,7 @@ class Nrm2Rule(_Vectors):
         r = self.fn(self.contig("x", x.x), **self.kw(n, offs))
 
         def nrm2_pullback(dy: Any) -> tuple[Any, ...]:
-            if active(x) and not isinstance(dy, NoRData) and r != 0:
+            if is_active_array(x) and not isinstance(dy, NoRData) and r != 0:
                 self.axpy(self.sub(x.dx, offs["x"], n, "x"), float(np.real(dy)) / r, xs)
             return bd.rdata()
 
@@ -118,7 +119,7 @@ class ScalRule(_Vectors):
         al = self.scalar(a, 1.0)
         inplace = f2py_inplace(x.x, dt, 1)
         target, out, state = self.begin_output(
-            self.name, x, "x", inplace, x.x.shape, dt, active_scalar(a), True
+            self.name, x, "x", inplace, x.x.shape, dt, is_active_scalar(a), True
         )
         if n > 0:
             self.fn(al, target, **self.kw(n, offs))
@@ -127,11 +128,11 @@ class ScalRule(_Vectors):
             g, abar = out.dx, None
             if g is not None:
                 gs = sub(g)
-                if active_scalar(a):
+                if is_active_scalar(a):
                     abar = self.dot(sub(state[1] if inplace else x.x), gs)
                 if inplace:
                     self.scal(gs, cj(al))
-                elif active(x):
+                elif is_active_array(x):
                     self.add_subset(x.dx, g, sub, cj(al))
             self.end_output(state, x, inplace)
             return bd.rdata(a=abar)
@@ -157,7 +158,7 @@ class AxpyRule(_Vectors):
         self.sub(y.x, offs["y"], n, "y")
         al = self.scalar(a, 1.0)
         inplace = f2py_inplace(y.x, dt, 1)
-        others = active(x) or active_scalar(a)
+        others = is_active_array(x) or is_active_scalar(a)
         target, out, state = self.begin_output(
             self.name, y, "y", inplace, y.x.shape, dt, others, True, reads=(("x", x),)
         )
@@ -168,11 +169,11 @@ class AxpyRule(_Vectors):
             g, abar = out.dx, None
             if g is not None:
                 gs = self.sub(g, offs["y"], n, "y")
-                if active(x):
+                if is_active_array(x):
                     self.axpy(self.sub(x.dx, offs["x"], n, "x"), cj(al), gs)
-                if active_scalar(a):
+                if is_active_scalar(a):
                     abar = self.dot(xs, gs)
-                if not inplace and active(y):
+                if not inplace and is_active_array(y):
                     self.axpy(y.dx, 1.0, g)
             self.end_output(state, y, inplace)
             return bd.rdata(a=abar)

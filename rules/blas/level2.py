@@ -14,7 +14,8 @@ from typing import Any
 import numpy as np
 
 from rulekit import CoDual
-from rules._support.blas_kernels import active, active_scalar, cj
+from rules._support.arguments import is_active_array, is_active_scalar
+from rules._support.blas_kernels import cj
 from rules.blas._routine import Routine, f2py_inplace, op_of, vec_view
 
 __all__ = ["GemvRule", "GerRule"]
@@ -53,7 +54,12 @@ class GemvRule(Routine):
             ysub(y.x)  # validates the length
         al, be = self.scalar(alpha, 1.0), self.scalar(beta, 0.0)
         inplace = y is not None and bool(bd.get("overwrite_y", 0)) and f2py_inplace(y.x, dt, 1)
-        others = active(a) or active(x) or active_scalar(alpha) or active_scalar(beta)
+        others = (
+            is_active_array(a)
+            or is_active_array(x)
+            or is_active_scalar(alpha)
+            or is_active_scalar(beta)
+        )
         target, out, state = self.begin_output(
             name, y, "y", inplace, (ly,), dt, others, True, reads=(("a", a), ("x", x))
         )
@@ -69,24 +75,24 @@ class GemvRule(Routine):
             abar = bbar = None
             if g is not None:
                 gs = ysub(g)
-                dxs = vec_view(x.dx, offx, incx, n, name, "x") if active(x) else None
+                dxs = vec_view(x.dx, offx, incx, n, name, "x") if is_active_array(x) else None
                 abar = self.gemm_adjoint(
                     gs[:, None],
                     al,
-                    active_scalar(alpha),
+                    is_active_scalar(alpha),
                     A,
-                    a.dx if active(a) else None,
+                    a.dx if is_active_array(a) else None,
                     op,
                     xs[:, None],
                     None if dxs is None else dxs[:, None],
                     "N",
                 )
-                if active_scalar(beta):
+                if is_active_scalar(beta):
                     y_old = None if y is None else (state[1] if inplace else y.x)
                     bbar = 0.0 if y_old is None else self.dot(ysub(y_old), gs)
                 if inplace:
                     self.scal(gs, cj(be))
-                elif active(y):
+                elif is_active_array(y):
                     self.add_subset(y.dx, g, ysub, cj(be))
             self.end_output(state, y, inplace)
             return bd.rdata(alpha=abar, beta=bbar)
@@ -122,7 +128,7 @@ class GerRule(Routine):
             raise ValueError(f"{name}: a has shape {a.x.shape}, expected {(m, n)}")
         al = self.scalar(alpha, 1.0)
         inplace = a is not None and bool(bd.get("overwrite_a", 0)) and f2py_inplace(a.x, dt, 2)
-        others = active(x) or active(y) or active_scalar(alpha)
+        others = is_active_array(x) or is_active_array(y) or is_active_scalar(alpha)
         target, out, state = self.begin_output(
             name, a, "a", inplace, (m, n), dt, others, True, reads=(("x", x), ("y", y))
         )
@@ -136,15 +142,15 @@ class GerRule(Routine):
                 abar = self.gemm_adjoint(
                     g,
                     al,
-                    active_scalar(alpha),
+                    is_active_scalar(alpha),
                     X[:, None],
-                    x.dx[:, None] if active(x) else None,
+                    x.dx[:, None] if is_active_array(x) else None,
                     "N",
                     Y[:, None],
-                    y.dx[:, None] if active(y) else None,
+                    y.dx[:, None] if is_active_array(y) else None,
                     oy,
                 )
-                if not inplace and active(a):
+                if not inplace and is_active_array(a):
                     self.axpy(a.dx, 1.0, g)
             self.end_output(state, a, inplace)
             return bd.rdata(alpha=abar)

@@ -19,7 +19,8 @@ import numpy as np
 from scipy.linalg import get_blas_funcs
 
 from rulekit import CoDual
-from rules._support.blas_kernels import ADJ, TR, active, active_scalar, cj
+from rules._support.arguments import is_active_array, is_active_scalar
+from rules._support.blas_kernels import ADJ, TR, cj
 from rules._support.layout import flat_view
 from rules.blas._routine import Routine, f2py_inplace, op_of
 
@@ -64,7 +65,12 @@ class GemmRule(Routine):
             )
         al, be = self.scalar(alpha, 1.0), self.scalar(beta, 0.0)
         inplace = c is not None and bool(bd.get("overwrite_c", 0)) and f2py_inplace(c.x, dt, 2)
-        others = active(a) or active(b) or active_scalar(alpha) or active_scalar(beta)
+        others = (
+            is_active_array(a)
+            or is_active_array(b)
+            or is_active_scalar(alpha)
+            or is_active_scalar(beta)
+        )
         target, out, state = self.begin_output(
             self.name, c, "c", inplace, (m, n), dt, others, fill=be != 0, reads=(("a", a), ("b", b))
         )
@@ -74,14 +80,14 @@ class GemmRule(Routine):
             g = out.dx
             abar = bbar = None
             if g is not None:
-                da, db = a.dx if active(a) else None, b.dx if active(b) else None
-                abar = self.gemm_adjoint(g, al, active_scalar(alpha), A, da, oa, B, db, ob)
+                da, db = a.dx if is_active_array(a) else None, b.dx if is_active_array(b) else None
+                abar = self.gemm_adjoint(g, al, is_active_scalar(alpha), A, da, oa, B, db, ob)
                 c_old = None if c is None else (state[1] if inplace else c.x)
-                if active_scalar(beta):
+                if is_active_scalar(beta):
                     bbar = 0.0 if c_old is None else self.dot(c_old, g)
                 if inplace:
                     self.scal(g, cj(be))
-                elif active(c):
+                elif is_active_array(c):
                     self.axpy(c.dx, cj(be), g)
             self.end_output(state, c, inplace)
             return bd.rdata(alpha=abar, beta=bbar)
@@ -120,7 +126,7 @@ class SyrkRule(Routine):
             raise ValueError(f"{self.name}: c has shape {c.x.shape}, expected {(n, n)}")
         al, be = self.scalar(alpha, 1.0), self.scalar(beta, 0.0)
         inplace = c is not None and bool(bd.get("overwrite_c", 0)) and f2py_inplace(c.x, dt, 2)
-        others = active(a) or active_scalar(alpha) or active_scalar(beta)
+        others = is_active_array(a) or is_active_scalar(alpha) or is_active_scalar(beta)
         target, out, state = self.begin_output(
             self.name, c, "c", inplace, (n, n), dt, others, fill=True, reads=(("a", a),)
         )
@@ -134,10 +140,12 @@ class SyrkRule(Routine):
             abar = bbar = None
             if g is not None and n:
                 mask = self.tri_mask(n, lower, False)
-                if active(a) or active_scalar(alpha):
-                    abar = self._p_bar(g, lower, al, A, a.dx if active(a) else None, op, alpha)
+                if is_active_array(a) or is_active_scalar(alpha):
+                    abar = self._p_bar(
+                        g, lower, al, A, a.dx if is_active_array(a) else None, op, alpha
+                    )
                 c_old = None if c is None else (state[1] if inplace else c.x)
-                if active_scalar(beta):
+                if is_active_scalar(beta):
                     bbar = 0.0
                     if c_old is not None:
                         z = self.scratch_like("z", g)
@@ -147,7 +155,7 @@ class SyrkRule(Routine):
                 cbe = self.scalar0d(cj(be), dt)
                 if inplace:
                     np.multiply(g, cbe, out=g, where=mask)
-                elif active(c):
+                elif is_active_array(c):
                     z = self.scratch_like("z", g)
                     np.copyto(z, g)
                     np.multiply(z, cbe, out=z, where=mask)
@@ -168,7 +176,7 @@ class SyrkRule(Routine):
         np.add(d, d, out=d)
         self.conj_inplace(s)  # ?symm reads the `lower` triangle of s: conj(S) there
         side = 0 if op == "N" else 1
-        if not active_scalar(alpha):
+        if not is_active_scalar(alpha):
             self.conj_inplace(da)  # conj(Ā) += α·conj(S)·A, then conjugate back
             self._symm_acc(da, al, s, lower, A, side, 1.0)
             self.conj_inplace(da)
@@ -248,7 +256,7 @@ class TriRule(Routine):
             raise ValueError(f"{self.name}: a has shape {A.shape}, expected {(nt, nt)}")
         al = self.scalar(alpha, 1.0)
         inplace = bool(bd.get("overwrite_b", 0)) and f2py_inplace(B, dt, 2)
-        others = active(a) or active_scalar(alpha)
+        others = is_active_array(a) or is_active_scalar(alpha)
         target, out, state = self.begin_output(
             self.name, b, "b", inplace, B.shape, dt, others, fill=True, reads=(("a", a),)
         )
@@ -260,18 +268,18 @@ class TriRule(Routine):
             b_old = state[1] if inplace else B
             if g is not None and g.size:
                 z = g if inplace else self.scratch_like("z", g)
-                if not self.solve and active(a):  # needs C̄ before Z overwrites it
+                if not self.solve and is_active_array(a):  # needs C̄ before Z overwrites it
                     self._t_bar(a.dx, g, b_old, "N", al, op, lower, unit, side)
                 if not inplace:
                     np.copyto(z, g)
                 self._apply(z, 1.0, A, lower, ADJ[op], unit, side, self.solve)
-                if self.solve and active(a):
+                if self.solve and is_active_array(a):
                     self._t_bar(a.dx, z, out.x, "C", -1.0, op, lower, unit, side)
-                if active_scalar(alpha):
+                if is_active_scalar(alpha):
                     abar = self.dot(b_old, z)
                 if inplace:
                     self.scal(g, cj(al))
-                elif active(b):
+                elif is_active_array(b):
                     self.axpy(b.dx, cj(al), z)
             self.end_output(state, b, inplace)
             return bd.rdata(alpha=abar)

@@ -20,14 +20,11 @@ from typing import Any
 import numpy as np
 
 from rulekit import Array, CoDual, Example, example, rrule
-from rules._support.util import NO_R, accumulate, new_output, unbroadcast
+from rules._support.arguments import array_fdata
+from rules._support.cotangents import NO_R, add_to_fdata, output_cotangent, unbroadcast
+from rules._support.outputs import new_output
 
 __all__ = ["register_generic"]
-
-
-def _add(cd: CoDual, g: Any) -> None:
-    if isinstance(cd.dx, np.ndarray):
-        accumulate(cd, np.reshape(g, cd.x.shape))
 
 
 def _mm_cot(g: Any, a: np.ndarray, b: np.ndarray) -> tuple[Any, Any]:
@@ -97,11 +94,12 @@ def generic_rrule(f: CoDual, a: CoDual, b: CoDual, **kwargs: Any) -> tuple[CoDua
     out = new_output(y)
 
     def generic_pullback(dy: Any) -> tuple[Any, ...]:
-        g = out.dx if isinstance(out.dx, np.ndarray) else dy
-        if isinstance(a.dx, np.ndarray) or isinstance(b.dx, np.ndarray):
-            ga, gb = _COT[fn](g, A, B)
-            _add(a, ga)
-            _add(b, gb)
+        da, db = array_fdata(a), array_fdata(b)
+        if da is not None or db is not None:
+            ga, gb = _COT[fn](output_cotangent(out, dy), A, B)
+            for dx, gx in ((da, ga), (db, gb)):
+                if dx is not None:  # (vdot's cotangents are flat: back to the operand's shape)
+                    add_to_fdata(dx, np.reshape(gx, dx.shape))
         return (NO_R, NO_R, NO_R)
 
     return out, generic_pullback

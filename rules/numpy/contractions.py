@@ -1,4 +1,4 @@
-"""Rules for tensor contractions: einsum, tensordot, kron, linalg.multi_dot, linalg.matrix_power.
+"""Rules for tensor contractions: einsum, tensordot (and linalg.tensordot), kron.
 
 einsum is the workhorse: every call is normalized to explicit single-letter
 subscripts (implicit output, ellipsis and the interleaved sublist form
@@ -11,28 +11,23 @@ from __future__ import annotations
 
 import string
 from collections import Counter
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 
 import rulekit
 from rulekit import Array, CoDual, Vararg
-from rules._support.linalg import add, dx_of, mH, rdata
-from rules._support.util import NO_R, new_output
+from rules._support.arguments import array_fdata, primal
+from rules._support.cotangents import NO_R, accumulate, add_to_fdata, zero_rdata_of
+from rules._support.outputs import new_output
 
 __all__ = [
     "einsum_rrule",
     "kron_rrule",
-    "matrix_power_rrule",
-    "multi_dot_rrule",
     "tensordot_rrule",
 ]
 
 _LETTERS = string.ascii_uppercase + string.ascii_lowercase  # numpy's sublist label order
-
-
-def _p(v: Any) -> Any:
-    return v.x if isinstance(v, CoDual) else v
 
 
 # -- einsum machinery ------------------------------------------------------------------------
@@ -59,7 +54,7 @@ def parse_einsum(operands: list[Any]) -> tuple[list[str], str, list[int]]:
 
         terms = [conv(operands[i + 1]) for i in pos]
         out = conv(operands[-1]) if len(operands) % 2 else None
-    arrays = [_p(operands[i]) for i in pos]
+    arrays = [primal(operands[i]) for i in pos]
     if len(terms) != len(arrays):
         raise ValueError("einsum: more operands than subscript terms (or fewer)")
     used = set("".join(terms) + (out or "")) - {"."}
@@ -117,7 +112,7 @@ def add_scatter(cd: CoDual, term: str, target: str, G: np.ndarray) -> None:
     Repeated labels (diagonals, traces) are written into a diagonal view of the fdata;
     axes of size 1 that were broadcast are summed.
     """
-    dx = dx_of(cd)
+    dx = array_fdata(cd)
     if dx is None:
         return
     shape: dict[str, int] = {}
@@ -128,12 +123,7 @@ def add_scatter(cd: CoDual, term: str, target: str, G: np.ndarray) -> None:
     view = np.lib.stride_tricks.as_strided(
         dx, [shape[c] for c in target], [strides[c] for c in target], writeable=True
     )
-    axes = tuple(i for i, c in enumerate(target) if shape[c] == 1 and G.shape[i] != 1)
-    if axes:
-        G = G.sum(axis=axes, keepdims=True)
-    if np.iscomplexobj(G) and view.dtype.kind != "c":
-        G = G.real
-    view += G
+    add_to_fdata(view, G)  # (summed over the size-1 axes G was broadcast along)
 
 
 def einsum_pullback_into(
@@ -141,7 +131,7 @@ def einsum_pullback_into(
 ) -> None:
     """Increment every active operand by its einsum cotangent."""
     for k, cd in enumerate(cds):
-        if dx_of(cd) is not None:
+        if array_fdata(cd) is not None:
             G, target = einsum_cotangent(k, terms, out, arrays, ybar)
             add_scatter(cd, terms[k], target, G)
 
@@ -174,14 +164,14 @@ def _einsum_rule(f: CoDual, *operands: CoDual, **kwargs: Any) -> tuple[CoDual, A
     (a diagonal view of x̄ₖ); labels only in xₖ (summed out): broadcast. A
     single-operand einsum that numpy returns as a view gets the same view of x̄ as fdata.
     """
-    primals = [_p(o) for o in operands]
+    primals = [primal(o) for o in operands]
     y = np.einsum(*primals, **kwargs)
     terms, out_term, pos = parse_einsum(primals)
     cds = [operands[i] for i in pos]
     arrays = [primals[i] for i in pos]
-    nr = tuple(rdata(o) if isinstance(_p(o), np.ndarray) else NO_R for o in operands)
+    nr = tuple(zero_rdata_of(o) if isinstance(primal(o), np.ndarray) else NO_R for o in operands)
     if len(pos) == 1 and isinstance(y, np.ndarray) and np.may_share_memory(y, arrays[0]):
-        dx = dx_of(cds[0])
+        dx = array_fdata(cds[0])
         ydx = None
         if dx is not None:
             ydx = np.einsum(*[dx if i == pos[0] else p for i, p in enumerate(primals)], **kwargs)
@@ -250,8 +240,8 @@ def _tensordot_examples() -> list[rulekit.Example]:
 def _tensordot_rule(f: CoDual, a: CoDual, b: CoDual, *rest: CoDual, **kwargs: Any) -> Any:
     """y = tensordot(a, b, axes): as the einsum with a's contracted axes labelled like b's;
     ā += einsum(ȳ, conj(b)), b̄ += einsum(ȳ, conj(a))."""
-    axes = _p(rest[0]) if rest else kwargs.get("axes", 2)
-    y = f.x(a.x, b.x, *map(_p, rest), **kwargs)
+    axes = primal(rest[0]) if rest else kwargs.get("axes", 2)
+    y = f.x(a.x, b.x, *map(primal, rest), **kwargs)
     A, B = a.x, b.x
     aa, bb = _td_axes(A.ndim, B.ndim, axes)
     la = _LETTERS[: A.ndim]
@@ -266,7 +256,7 @@ def _tensordot_rule(f: CoDual, a: CoDual, b: CoDual, *rest: CoDual, **kwargs: An
     def pullback(dy: Any) -> tuple[Any, ...]:
         ybar = res.dx if isinstance(res.dx, np.ndarray) else dy
         einsum_pullback_into([a, b], terms, out_term, [A, B], ybar)
-        return (NO_R, NO_R, NO_R, *map(rdata, rest))
+        return (NO_R, NO_R, NO_R, *map(zero_rdata_of, rest))
 
     return res, pullback
 
@@ -309,134 +299,9 @@ def kron_rrule(f: CoDual, a: CoDual, b: CoDual) -> tuple[CoDual, Any]:
     def pullback(dy: Any) -> tuple[Any, ...]:
         ybar = np.reshape(res.dx if isinstance(res.dx, np.ndarray) else dy, inter)
         for k, cd in enumerate((a, b)):
-            if dx_of(cd) is not None:
+            if array_fdata(cd) is not None:
                 G, _ = einsum_cotangent(k, [la, lb], out_term, arrays, ybar)
-                add(cd, G.reshape(cd.x.shape))
+                accumulate(cd, G.reshape(cd.x.shape))
         return (NO_R, NO_R, NO_R)
 
     return res, pullback
-
-
-# -- multi_dot, matrix_power ------------------------------------------------------------------
-
-
-def _multi_dot_examples() -> list[rulekit.Example]:
-    rng = np.random.default_rng(43)
-    n = rng.normal
-    return [
-        rulekit.example([n(size=(2, 3)), n(size=(3, 4)), n(size=(4, 2))]),
-        rulekit.example([n(size=3), n(size=(3, 4)), n(size=(4, 2)), n(size=2)]),
-        rulekit.example([n(size=(2, 3)), n(size=3)]),
-        rulekit.example((n(size=(2, 2)) + 1j * n(size=(2, 2)), n(size=(2, 3)), n(size=(3, 2)))),
-    ]
-
-
-@rulekit.rrule.register(np.linalg.multi_dot, Union[list, tuple], examples=_multi_dot_examples)
-def multi_dot_rrule(f: CoDual, arrays: CoDual, **kwargs: Any) -> tuple[CoDual, Any]:
-    """Y = A₁A₂…Aₙ (1-D ends as row/column) ⇒ Āₖ += (A₁…Aₖ₋₁)ᵀ Ȳ (Aₖ₊₁…Aₙ)ᵀ."""
-    xs = list(arrays.x)
-    dxs = arrays.dx if isinstance(arrays.dx, (list, tuple)) else [None] * len(xs)
-    if any(np.ndim(x) not in (1, 2) for x in xs):
-        raise NotImplementedError("np.linalg.multi_dot: the rule supports 1-D and 2-D arrays")
-    y = np.linalg.multi_dot(xs, **kwargs)
-    res = new_output(y)
-
-    def pullback(dy: Any) -> tuple[Any, ...]:
-        ms = [np.asarray(x) for x in xs]
-        if ms[0].ndim == 1:
-            ms[0] = ms[0][None, :]
-        if ms[-1].ndim == 1:
-            ms[-1] = ms[-1][:, None]
-        g = res.dx if isinstance(res.dx, np.ndarray) else np.asarray(dy)
-        g = np.reshape(g, (ms[0].shape[0], ms[-1].shape[1]))
-        right = [g]  # right[k] = Ȳ (A_{k+1}…A_n)ᵀ, built from the end
-        for m in ms[:0:-1]:
-            right.append(right[-1] @ mH(m))
-        right.reverse()
-        left = None  # A_1…A_{k−1}
-        for k, m in enumerate(ms):
-            d = dxs[k]
-            if isinstance(d, np.ndarray):
-                gk = right[k] if left is None else mH(left) @ right[k]
-                add(CoDual(xs[k], d), gk.reshape(np.shape(xs[k])))
-            left = m if left is None else left @ m
-        return (NO_R, rdata(arrays))
-
-    return res, pullback
-
-
-def _matrix_power_examples() -> list[rulekit.Example]:
-    rng = np.random.default_rng(44)
-    a = rng.normal(size=(3, 3)) / 2 + np.eye(3)
-    ex = rulekit.example
-    return [
-        ex(a, 0),
-        ex(a, 1),
-        ex(a, 2),
-        ex(a, 3),
-        ex(a, 5),
-        ex(a, 6),
-        ex(a, -1),
-        ex(a, -3),
-        ex(rng.normal(size=(2, 3, 3)) / 2 + np.eye(3), 4),
-        ex(a + 0.3j * rng.normal(size=(3, 3)), 3),
-        ex(a, np.int64(4)),
-    ]
-
-
-@rulekit.rrule.register(
-    np.linalg.matrix_power,
-    Array[np.inexact],
-    Union[int, np.integer],
-    examples=_matrix_power_examples,
-)
-def matrix_power_rrule(f: CoDual, a: CoDual, n: CoDual) -> tuple[CoDual, Any]:
-    """Y = Aⁿ by numpy's own squaring chain (same products, same result), recorded on a tape;
-    the pullback runs it backwards: P = L·R ⇒ L̄ += P̄ Rᵀ, R̄ += Lᵀ P̄. n < 0: B = A⁻¹
-    first, Ā += −Bᵀ B̄ Bᵀ. n = 1 returns A itself (numpy does), so the fdata is A's."""
-    A, p = a.x, int(n.x)
-    if p == 1:
-        return CoDual(A, a.dx), lambda dy: (NO_R, NO_R, NO_R)
-    if p == 0:
-        return new_output(np.linalg.matrix_power(A, 0)), lambda dy: (NO_R, NO_R, NO_R)
-    base = np.linalg.inv(A) if p < 0 else A
-    vals, tape = [base], []  # tape: (out, left, right) indices into vals
-
-    def mul(i: int, j: int) -> int:
-        vals.append(np.matmul(vals[i], vals[j]))
-        tape.append((len(vals) - 1, i, j))
-        return len(vals) - 1
-
-    q = abs(p)
-    if q == 1:
-        r = 0
-    elif q == 2:
-        r = mul(0, 0)
-    elif q == 3:
-        r = mul(mul(0, 0), 0)
-    else:
-        z = r = -1
-        while q > 0:
-            z = 0 if z < 0 else mul(z, z)
-            q, bit = divmod(q, 2)
-            if bit:
-                r = z if r < 0 else mul(r, z)
-    out = new_output(vals[r])
-
-    def pullback(dy: Any) -> tuple[Any, ...]:
-        if dx_of(a) is None:
-            return (NO_R, NO_R, NO_R)
-        bars: list[Any] = [None] * len(vals)
-        bars[r] = out.dx
-        for o, i, j in reversed(tape):
-            g = bars[o]
-            if g is None:
-                continue
-            for idx, contrib in ((i, g @ mH(vals[j])), (j, mH(vals[i]) @ g)):
-                bars[idx] = contrib if bars[idx] is None else bars[idx] + contrib
-        g0 = bars[0]
-        if g0 is not None:
-            add(a, -(mH(base) @ g0 @ mH(base)) if p < 0 else g0)
-        return (NO_R, NO_R, NO_R)
-
-    return out, pullback

@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 
 from rulekit import Array, CoDual, StatefulRRule, build_primitive_rrule, example
+from rules._support.cotangents import NO_R, scalar_rdata
 from rules._support.layout import zeros_like_exact
-from rules._support.util import NO_R, scalar_rdata
 
 __all__ = ["LikeRule"]
 

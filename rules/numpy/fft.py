@@ -1,5 +1,9 @@
 """Rules for numpy.fft: fft, ifft, rfft, irfft and their 2-D/n-D forms, fftshift, ifftshift.
 
+Every one of them is linear in its array argument and declared once
+(`rulekit.linear`): the function and its adjoint below; the reverse rule and the
+forward rule (`ẏ = fft(ẋ, ...)`, the transform of the tangent) follow.
+
 Every transform is a sequence of 1-D steps along one axis each, exactly as numpy
 runs them (`fftn` from the last axis to the first; `rfftn` the real step on the
 last axis first; `irfftn` the real step last). Each step resizes its input to n
@@ -34,13 +38,12 @@ from typing import Any
 
 import numpy as np
 
-from rulekit import Array, CoDual, Vararg, example, rrule
-from rules._support.arraylike import binder, inactive, primals
-from rules._support.layout import zeros_like_exact
-from rules._support.shape import add_into
-from rules._support.util import randn
+from rulekit import LinearFunction, Vararg, example, linear
+from rules._support.binding import binder
+from rules._support.examples import randn
+from rules._support.patterns import InexactArray
 
-__all__ = ["fft_rrule", "fftshift_rrule"]
+__all__ = ["TRANSFORMS", "fft_adjoint"]
 
 _DUAL = {None: "forward", "backward": "forward", "ortho": "ortho", "forward": "backward"}
 
@@ -156,36 +159,25 @@ def _lengths(shape: tuple[int, ...], steps: Sequence[Step]) -> list[int]:
     return out
 
 
-# -- the rule ---------------------------------------------------------------------------------
-
-_BINDERS: dict[Any, Callable[..., Any]] = {fn: binder(fn) for fn in _KINDS}
+# -- the declarations -------------------------------------------------------------------------
 
 
-def fft_rrule(f: CoDual, a: CoDual, *args: CoDual, **kwargs: Any) -> tuple[CoDual, Any]:
-    """y = fft-family(x, n/s, axis/axes, norm): x̄ = the adjoints of numpy's 1-D steps in
-    reverse order (see the module docstring); a real x takes Re x̄."""
-    fn = f.x
-    b = _BINDERS[fn]((a, *args), kwargs)
-    p = primals(args, kwargs)
-    y = fn(a.x, *p[0], **p[1])
-    nargs = 2 + len(args)
-    if a.dx is None:
-        return inactive(y, nargs)
-    norm = b.value("norm")
-    x = a.x
-    steps = _steps(fn, x.shape, b)
-    lengths = _lengths(x.shape, steps)
-    out = CoDual(y, zeros_like_exact(y))
-    result = inactive(None, nargs)[1](None)
+def fft_adjoint(fn: Any) -> Callable[..., Any]:
+    """The adjoint of transform `fn`: x̄ = the adjoints of numpy's 1-D steps in reverse order
+    (see the module docstring); a real x takes Re x̄ (`rulekit.linear` does)."""
+    bind = binder(fn)
 
-    def fft_pullback(dy: Any) -> tuple[Any, ...]:
-        g = out.dx
+    def adjoint(g: np.ndarray, a: np.ndarray, *args: Any, **kwargs: Any) -> np.ndarray:
+        b = bind((a, *args), kwargs)
+        steps = _steps(fn, a.shape, b)
+        lengths = _lengths(a.shape, steps)
+        norm = b.value("norm")
         for step, length in zip(reversed(steps), reversed(lengths), strict=True):
             g = _step_adjoint(g, step, length, norm)
-        add_into(a.dx, g)
-        return result
+        return g
 
-    return out, fft_pullback
+    adjoint.__name__ = f"{fn.__name__}_adjoint"
+    return adjoint
 
 
 def _fft_examples() -> list[Any]:
@@ -242,6 +234,8 @@ def _irfftn_examples(two: bool) -> Callable[[], list[Any]]:
     return examples
 
 
+#: every transform's declaration, by function
+TRANSFORMS: dict[Any, LinearFunction] = {}
 _fn: Any
 for _fn, _ex in (
     (np.fft.fft, _fft_examples),
@@ -257,30 +251,15 @@ for _fn, _ex in (
     (np.fft.rfftn, _fftn_examples(False, True)),
     (np.fft.irfftn, _irfftn_examples(False)),
 ):
-    rrule.register(_fn, Array[np.inexact], Vararg[Any], examples=_ex)(fft_rrule)
+    TRANSFORMS[_fn] = linear(
+        _fn, fft_adjoint(_fn), patterns=[(InexactArray, Vararg[Any])], examples=_ex
+    )
 
 
 # -- fftshift, ifftshift ----------------------------------------------------------------------
 
+# y = fftshift(x, axes) (a roll by ⌊n/2⌋)  ⇒  x̄ += ifftshift(ȳ, axes); and the reverse
 _SHIFT_ADJOINT = {np.fft.fftshift: np.fft.ifftshift, np.fft.ifftshift: np.fft.fftshift}
-
-
-def fftshift_rrule(f: CoDual, x: CoDual, *args: CoDual, **kwargs: Any) -> tuple[CoDual, Any]:
-    """y = fftshift(x, axes) (a roll by ⌊n/2⌋)  ⇒  x̄ += ifftshift(ȳ, axes); and the reverse."""
-    p = primals(args, kwargs)
-    y = f.x(x.x, *p[0], **p[1])
-    nargs = 2 + len(args)
-    if x.dx is None:
-        return inactive(y, nargs)
-    out = CoDual(y, zeros_like_exact(y))
-    back = _SHIFT_ADJOINT[f.x]
-    result = inactive(None, nargs)[1](None)
-
-    def fftshift_pullback(dy: Any) -> tuple[Any, ...]:
-        x.dx += back(out.dx, *p[0], **p[1])
-        return result
-
-    return out, fftshift_pullback
 
 
 def _shift_examples() -> list[Any]:
@@ -293,4 +272,10 @@ def _shift_examples() -> list[Any]:
 
 
 for _fn in (np.fft.fftshift, np.fft.ifftshift):
-    rrule.register(_fn, Array[np.inexact], Vararg[Any], examples=_shift_examples)(fftshift_rrule)
+    _back = _SHIFT_ADJOINT[_fn]
+    TRANSFORMS[_fn] = linear(
+        _fn,
+        lambda g, x, axes=None, _back=_back: _back(g, axes),
+        patterns=[(InexactArray, Vararg[Any])],
+        examples=_shift_examples,
+    )

@@ -18,10 +18,12 @@ from typing import Any, Union
 import numpy as np
 
 from rulekit import CoDual, Vararg, example, rrule
-from rules._support.arraylike import binder, give, inactive, primals
-from rules._support.linalg import elem_cot
-from rules._support.util import new_output, randn
-from rules.numpy.ufuncs._common import Numeric
+from rules._support.arguments import primals
+from rules._support.binding import binder
+from rules._support.cotangents import accumulate, element_cotangent
+from rules._support.examples import randn
+from rules._support.outputs import inactive_output, new_output
+from rules._support.patterns import Numeric
 
 __all__ = ["linspace_rrule"]
 
@@ -46,7 +48,7 @@ def linspace_rrule(
     y = res[0] if retstep else res
     nargs = 3 + len(args)
     if (start.dx is None and stop.dx is None) or (y.dtype.kind not in "fc"):
-        return inactive(res, nargs)
+        return inactive_output(res, nargs)
     num, endpoint = int(b.value("num")), bool(b.value("endpoint"))
     div = num - 1 if endpoint else num
     t = np.arange(num, dtype=np.float64) / div if div > 0 else np.zeros(num)
@@ -58,11 +60,11 @@ def linspace_rrule(
         gs = np.tensordot(1 - t, g, axes=(0, 0))
         ge = np.tensordot(t, g, axes=(0, 0))
         if retstep and div > 0:
-            gstep = elem_cot(out, dy, 1)
+            gstep = element_cotangent(out, dy, 1)
             if gstep is not None:
                 gs = gs - np.asarray(gstep) / div
                 ge = ge + np.asarray(gstep) / div
-        return b.rdata({"start": give(start, gs), "stop": give(stop, ge)})
+        return b.rdata({"start": accumulate(start, gs), "stop": accumulate(stop, ge)})
 
     return out, linspace_pullback
 

@@ -29,10 +29,19 @@ import numpy as np
 
 import rulekit
 from rulekit import Array, CoDual, Vararg, example, rrule
-from rules._support.arraylike import active, as_array, binder, give, inactive, primals
-from rules._support.shape import add_into, unbroadcast_to
-from rules._support.util import NO_R, is_inexact_array, new_output, randn, scalar_rdata
-from rules.numpy.ufuncs._common import Inexact
+from rules._support.arguments import as_array, is_active, primals
+from rules._support.binding import binder
+from rules._support.cotangents import (
+    NO_R,
+    accumulate,
+    add_to_fdata,
+    output_cotangent,
+    scalar_rdata,
+    unbroadcast,
+)
+from rules._support.examples import randn
+from rules._support.outputs import inactive_output, is_inexact_array, new_output
+from rules._support.patterns import Inexact
 
 __all__ = [
     "cross_rrule",
@@ -42,11 +51,6 @@ __all__ = [
 ]
 
 NumArray: Any = Union[Array[np.inexact], Array[np.integer]]
-
-
-def _cotangent(out: CoDual, dy: Any) -> Any:
-    """ȳ of a single output: its fdata array, or the scalar rdata `dy`."""
-    return out.dx if isinstance(out.dx, np.ndarray) else np.asarray(dy)
 
 
 # -- diff -------------------------------------------------------------------------------------
@@ -76,10 +80,10 @@ def diff_rrule(f: CoDual, a: CoDual, *args: CoDual, **kwargs: Any) -> tuple[CoDu
     n = b.value("n")
     nargs = 2 + len(args)
     if n == 0:  # numpy returns x itself
-        return CoDual(y, a.dx), inactive(None, nargs)[1]
+        return CoDual(y, a.dx), inactive_output(None, nargs)[1]
     pre, app = b.arg("prepend"), b.arg("append")
-    if not (active(a) or active(pre) or active(app)) or not is_inexact_array(y):
-        return inactive(y, nargs)
+    if not (is_active(a) or is_active(pre) or is_active(app)) or not is_inexact_array(y):
+        return inactive_output(y, nargs)
     axis = b.value("axis") % np.ndim(a.x)
     npre = 0 if pre is np._NoValue else _length(as_array(pre), axis)
     nx = np.shape(a.x)[axis]
@@ -90,11 +94,11 @@ def diff_rrule(f: CoDual, a: CoDual, *args: CoDual, **kwargs: Any) -> tuple[CoDu
         for _ in range(n):
             g = _diff_adjoint(g, axis)
         lead = (slice(None),) * axis
-        grads = {"a": give(a, g[(*lead, slice(npre, npre + nx))])}
+        grads = {"a": accumulate(a, g[(*lead, slice(npre, npre + nx))])}
         if pre is not np._NoValue:
-            grads["prepend"] = give(pre, g[(*lead, slice(0, npre))])
+            grads["prepend"] = accumulate(pre, g[(*lead, slice(0, npre))])
         if app is not np._NoValue:
-            grads["append"] = give(app, g[(*lead, slice(npre + nx, None))])
+            grads["append"] = accumulate(app, g[(*lead, slice(npre + nx, None))])
         return b.rdata(grads)
 
     return out, diff_pullback
@@ -145,7 +149,7 @@ def gradient_rrule(f: CoDual, x: CoDual, *varargs: CoDual, **kwargs: Any) -> tup
     A scalar spacing hₐ scales Gₐ by 1/hₐ: h̄ₐ = −Re⟨ȳₐ, yₐ⟩/hₐ (one h for every axis: the
     sum over the axes). Coordinate arrays are constants: a traced float one raises."""
     for h in varargs:
-        if active(h) and np.ndim(h.x) > 0:
+        if is_active(h) and np.ndim(h.x) > 0:
             raise NotImplementedError(
                 "rulekit: np.gradient with a traced coordinate array has no rule (coordinate "
                 "arrays are constants; scalar spacings are differentiable). Pass the "
@@ -154,8 +158,8 @@ def gradient_rrule(f: CoDual, x: CoDual, *varargs: CoDual, **kwargs: Any) -> tup
     b = _bind_gradient((x, *varargs), kwargs)
     y = np.gradient(x.x, *(h.x for h in varargs), **kwargs)
     nargs = 2 + len(varargs)
-    if x.dx is None and not any(active(h) for h in varargs):
-        return inactive(y, nargs)
+    if x.dx is None and not any(is_active(h) for h in varargs):
+        return inactive_output(y, nargs)
     ndim = x.x.ndim
     axis = b.value("axis")
     axes = [int(a) % ndim for a in (range(ndim) if axis is None else np.atleast_1d(axis))]
@@ -178,9 +182,11 @@ def gradient_rrule(f: CoDual, x: CoDual, *varargs: CoDual, **kwargs: Any) -> tup
             if isinstance(x.dx, np.ndarray):
                 x.dx += _gradient_adjoint(g, a, s, C)
             j = owner[k]
-            if j >= 0 and active(varargs[j]):
+            if j >= 0 and is_active(varargs[j]):
                 dh[j] -= float(np.real(np.vdot(g, ys[k]))) / float(hs[k])
-        rd = [scalar_rdata(h.x, d) if active(h) else NO_R for h, d in zip(varargs, dh, strict=True)]
+        rd = [
+            scalar_rdata(h.x, d) if is_active(h) else NO_R for h, d in zip(varargs, dh, strict=True)
+        ]
         return (NO_R, NO_R, *rd)
 
     return out, gradient_pullback
@@ -222,7 +228,7 @@ def cross_rrule(
     y = np.cross(a.x, b.x, *p[0], **p[1])
     nargs = 3 + len(args)
     if (a.dx is None and b.dx is None) or not is_inexact_array(np.asarray(y)):
-        return inactive(y, nargs)
+        return inactive_output(y, nargs)
     axis = bd.value("axis")
     axa, axb, axc = (axis,) * 3 if axis is not None else (
         bd.value("axisa"), bd.value("axisb"), bd.value("axisc"))  # fmt: skip
@@ -231,7 +237,7 @@ def cross_rrule(
     out = new_output(y)
 
     def cross_pullback(dy: Any) -> tuple[Any, ...]:
-        g = _cotangent(out, dy)
+        g = np.asarray(output_cotangent(out, dy))
         if da == 2 and db == 2:
             g3 = np.zeros((*g.shape, 3), dtype=g.dtype)
             g3[..., 2] = g
@@ -239,10 +245,10 @@ def cross_rrule(
             g3 = np.moveaxis(g, axc, -1)
         if isinstance(a.dx, np.ndarray):
             ga = np.cross(np.conj(_as3(B)), g3)[..., :da]
-            add_into(a.dx, np.moveaxis(unbroadcast_to(ga, A.shape), -1, axa))
+            add_to_fdata(a.dx, np.moveaxis(unbroadcast(ga, A.shape), -1, axa))
         if isinstance(b.dx, np.ndarray):
             gb = np.cross(g3, np.conj(_as3(A)))[..., :db]
-            add_into(b.dx, np.moveaxis(unbroadcast_to(gb, B.shape), -1, axb))
+            add_to_fdata(b.dx, np.moveaxis(unbroadcast(gb, B.shape), -1, axb))
         return (NO_R,) * nargs
 
     return out, cross_pullback
@@ -282,7 +288,7 @@ def nan_to_num_rrule(f: CoDual, x: CoDual, *args: CoDual, **kwargs: Any) -> tupl
     masks = [[test(part) for part in _parts(xp)] for _, _, test in fills]
     finite = [np.isfinite(part) for part in _parts(xp)]
     mutates = isinstance(xp, np.ndarray) and not b.value("copy")
-    wanted = any(active(v) for _, v, _ in fills)
+    wanted = any(is_active(v) for _, v, _ in fills)
     replaced = not all(f.all() for f in finite)
     if mutates and x.dx is None and wanted and replaced:
         raise rulekit.TracingError(
@@ -299,12 +305,12 @@ def nan_to_num_rrule(f: CoDual, x: CoDual, *args: CoDual, **kwargs: Any) -> tupl
     out = CoDual(y, x.dx) if shared else new_output(y)
 
     def nan_to_num_pullback(dy: Any) -> tuple[Any, ...]:
-        g = _cotangent(out, dy)
+        g = np.asarray(output_cotangent(out, dy))
         if mutates:  # the cotangent of x's value after the call (+ a separate 0-d output's)
             g = x.dx if shared else x.dx + g
         grads = {}
         for (name, v, _), mask in zip(fills, masks, strict=True):
-            if active(v):
+            if is_active(v):
                 grads[name] = scalar_rdata(v.x, sum(np.sum(gp[m]) for gp, m in
                                                     zip(_parts(g), mask, strict=True)))  # fmt: skip
         kept = [np.where(ok, gp, 0) for gp, ok in zip(_parts(g), finite, strict=True)]
@@ -315,7 +321,7 @@ def nan_to_num_rrule(f: CoDual, x: CoDual, *args: CoDual, **kwargs: Any) -> tupl
                 np.copyto(xp, saved)
             grads["x"] = NO_R
         else:
-            grads["x"] = give(x, gx)
+            grads["x"] = accumulate(x, gx)
         return b.rdata(grads)
 
     return out, nan_to_num_pullback
@@ -323,7 +329,7 @@ def nan_to_num_rrule(f: CoDual, x: CoDual, *args: CoDual, **kwargs: Any) -> tupl
 
 def _restoring(y: Any, saved: Any, xp: Any, nargs: int) -> tuple[CoDual, Any]:
     """An inactive output whose pullback still restores an x overwritten in place."""
-    result = inactive(None, nargs)[1](None)
+    result = inactive_output(None, nargs)[1](None)
 
     def restore_pullback(dy: Any) -> tuple[Any, ...]:
         if saved is not None:

@@ -2,15 +2,20 @@
 triu, tril.
 
 Each output element is one input element (or a constant), so every adjoint
-sends ȳ back to where the element came from:
+sends ȳ back to where the element came from. All but `sort` and `select` are
+declared once as linear functions (`rulekit.linear`: the reverse and forward rules
+follow); `sort` is linear only for its data-dependent permutation and `select`
+takes a traced `default=` by keyword, so both stay hand-written:
 
-    y = take(x, i, axis)          ⇒  np.add.at(x̄, (:, …, i), ȳ)      (repeats add up)
+    y = take(x, i, axis)          ⇒  np.add.at(x̄, (:, …, i), ȳ)     (repeats add up)
     y = take_along_axis(x, i, a)  ⇒  np.add.at(x̄, along-axis index, ȳ)
     y = sort(x, axis)             ⇒  x̄[perm] += ȳ   (perm: the stable argsort)
     y = select(conds, xs, d)      ⇒  x̄ₖ += ȳ where condₖ is the first true condition
-    y = diagonal(x, k)            ⇒  a (read-only) view: its fdata is the diagonal of x̄
+    y = diagonal(x, k)            ⇒  diagonal(x̄, k) += ȳ; a (read-only) view: its fdata is
+                                     the diagonal of x̄ (made writable)
+    y = diag(v, k)                ⇒  v̄ += diagonal(ȳ, k) (1-d v); 2-d: as diagonal
     y = trace(x)                  ⇒  diagonal(x̄) += ȳ
-    y = triu(x, k)                ⇒  x̄ += triu(ȳ, k)
+    y = triu(x, k)                ⇒  x̄ += triu(ȳ, k)  (1-d x: summed over the rows)
 
 Ties in `sort`: sorting is not differentiable where two values are equal; the
 rule uses the stable order (equal values keep their input order), so each tied
@@ -24,29 +29,15 @@ from typing import Any
 
 import numpy as np
 
-from rulekit import CoDual, Vararg, example, rrule
-from rules._support.arraylike import Seq
-from rules._support.shape import (
-    INEXACT,
-    add_into,
-    no_pullback,
-    nulls,
-    seq_fdata,
-    seq_rdata,
-    writable,
-)
-from rules._support.util import NO_R, new_output, randn
+from rulekit import CoDual, Vararg, example, linear, rrule
+from rules._support.arguments import sequence_fdata
+from rules._support.cotangents import NO_R, accumulate_sequence, no_pullback, no_rdata, unbroadcast
+from rules._support.examples import randn
+from rules._support.outputs import new_output
+from rules._support.patterns import InexactArray, Seq
+from rules._support.shape import view_or_new, writable
 
-__all__ = [
-    "diag_rrule",
-    "diagonal_rrule",
-    "select_rrule",
-    "sort_rrule",
-    "take_along_axis_rrule",
-    "take_rrule",
-    "trace_rrule",
-    "tri_rrule",
-]
+__all__ = ["select_rrule", "sort_rrule"]
 
 
 def _arg(args: tuple[CoDual, ...], kwargs: dict[str, Any], k: int, name: str, default: Any) -> Any:
@@ -61,7 +52,7 @@ def _output(x: CoDual, y: Any, n: int, adjoint: Any) -> tuple[CoDual, Any]:
     if x.dx is None or np.asarray(y).dtype.kind not in "fc":
         return CoDual(y, None), no_pullback(n)
     out = new_output(y)
-    result = nulls(n)
+    result = no_rdata(n)
     is_array = type(y) is np.ndarray
 
     def select_pullback(dy: Any) -> tuple[Any, ...]:
@@ -69,6 +60,11 @@ def _output(x: CoDual, y: Any, n: int, adjoint: Any) -> tuple[CoDual, Any]:
         return result
 
     return out, select_pullback
+
+
+def _zeros_for(x: np.ndarray, g: Any) -> np.ndarray:
+    """Zeros of x's shape that can hold cotangent g (x̄ contributions are built in it)."""
+    return np.zeros(x.shape, np.result_type(x, g))
 
 
 # -- take, take_along_axis ------------------------------------------------------------------
@@ -83,37 +79,36 @@ def _norm_index(i: Any, n: int, mode: str) -> Any:
     return i
 
 
-def take_rrule(f: CoDual, x: CoDual, *args: CoDual, **kwargs: Any) -> tuple[CoDual, Any]:
+def _take_adjoint(
+    dx: np.ndarray,
+    g: Any,
+    a: np.ndarray,
+    indices: Any,
+    axis: Any = None,
+    out: Any = None,
+    mode: str = "raise",
+) -> None:
     """y = take(x, i, axis, mode)  ⇒  np.add.at(x̄, (:, …, i), ȳ); axis=None: x̄.flat."""
-    xp = x.x
-    ind = _arg(args, kwargs, 0, "indices", None)
-    axis = _arg(args, kwargs, 1, "axis", None)
-    mode = _arg(args, kwargs, 3, "mode", "raise")
-    y = np.take(xp, *(a.x for a in args), **kwargs)
-
-    def take_adjoint(g: Any) -> None:
-        dx = x.dx
-        if axis is None:
-            flat = _norm_index(ind, xp.size, mode) % max(xp.size, 1)
-            np.add.at(dx, np.unravel_index(flat, xp.shape), g)
-            return
-        ax = axis % xp.ndim
-        i = _norm_index(ind, xp.shape[ax], mode)
-        np.add.at(dx, (slice(None),) * ax + (i,), g)
-
-    return _output(x, y, 2 + len(args), take_adjoint)
+    if axis is None:
+        flat = _norm_index(indices, a.size, mode) % max(a.size, 1)
+        np.add.at(dx, np.unravel_index(flat, a.shape), g)
+    else:
+        ax = axis % a.ndim
+        np.add.at(dx, (slice(None),) * ax + (_norm_index(indices, a.shape[ax], mode),), g)
 
 
-def _take_examples() -> list[Any]:
-    return [
+linear(
+    np.take,
+    _take_adjoint,
+    patterns=[(InexactArray, Any, Vararg[Any])],
+    in_place=True,  # (x̄ gets ȳ at the taken elements only: no x-sized temporary)
+    examples=lambda: [
         example(randn(2, 3), np.array([0, 5, 5, -1])),  # flat, repeated
         example(randn(3, 4, dtype=np.float32), [[0, 2], [2, 2]], axis=1),
         example(randn(4), 2),  # a scalar
         example(randn(3, 2, dtype=np.complex128), [4, -1], 0, mode="wrap"),
-    ]
-
-
-rrule.register(np.take, INEXACT, Any, Vararg[Any], examples=_take_examples)(take_rrule)
+    ],
+)
 
 
 def _along_axis(shape: tuple[int, ...], ind: np.ndarray, axis: int) -> tuple[Any, ...]:
@@ -125,33 +120,27 @@ def _along_axis(shape: tuple[int, ...], ind: np.ndarray, axis: int) -> tuple[Any
     )
 
 
-def take_along_axis_rrule(f: CoDual, x: CoDual, *args: CoDual, **kwargs: Any) -> tuple[CoDual, Any]:
+def _take_along_axis_adjoint(
+    dx: np.ndarray, g: np.ndarray, arr: np.ndarray, indices: Any, axis: Any = -1
+) -> None:
     """y = take_along_axis(x, i, axis)  ⇒  np.add.at(x̄, along-axis index of i, ȳ)."""
-    xp = x.x
-    ind = np.asarray(_arg(args, kwargs, 0, "indices", None))
-    axis = _arg(args, kwargs, 1, "axis", -1)
-    y = np.take_along_axis(xp, *(a.x for a in args), **kwargs)
-
-    def take_along_axis_adjoint(g: np.ndarray) -> None:
-        if axis is None:
-            np.add.at(x.dx, np.unravel_index(ind % max(xp.size, 1), xp.shape), g)
-        else:
-            np.add.at(x.dx, _along_axis(xp.shape, ind, axis % xp.ndim), g)
-
-    return _output(x, y, 2 + len(args), take_along_axis_adjoint)
+    ind = np.asarray(indices)
+    if axis is None:
+        np.add.at(dx, np.unravel_index(ind % max(arr.size, 1), arr.shape), g)
+    else:
+        np.add.at(dx, _along_axis(arr.shape, ind, axis % arr.ndim), g)
 
 
-def _take_along_axis_examples() -> list[Any]:
-    x = randn(3, 4)
-    return [
-        example(x, np.argsort(x, axis=1), axis=1),
+linear(
+    np.take_along_axis,
+    _take_along_axis_adjoint,
+    patterns=[(InexactArray, Any, Vararg[Any])],
+    in_place=True,
+    examples=lambda: [
+        example(randn(3, 4), np.argsort(randn(3, 4), axis=1), axis=1),
         example(randn(3, 4, dtype=np.float32), np.array([[0, 0, 2, 1]]), 0),  # broadcast, repeats
-        example(x, np.array([11, 0, 0]), axis=None),
-    ]
-
-
-rrule.register(np.take_along_axis, INEXACT, Any, Vararg[Any], examples=_take_along_axis_examples)(
-    take_along_axis_rrule
+        example(randn(3, 4), np.array([11, 0, 0]), axis=None),
+    ],
 )
 
 
@@ -187,7 +176,7 @@ def _sort_examples() -> list[Any]:
     ]
 
 
-rrule.register(np.sort, INEXACT, Vararg[Any], examples=_sort_examples)(sort_rrule)
+rrule.register(np.sort, InexactArray, Vararg[Any], examples=_sort_examples)(sort_rrule)
 
 
 # -- select ---------------------------------------------------------------------------------
@@ -198,7 +187,7 @@ def select_rrule(
 ) -> tuple[CoDual, Any]:
     """y = select(conds, xs, default)  ⇒  x̄ₖ += ȳ where condₖ is the first true condition,
     default̄ += ȳ where none is."""
-    xs, _ = seq_fdata(choices)
+    xs, _ = sequence_fdata(choices)
     kw = dict(kwargs)
     dflt = args[0] if args else kw.pop("default", None)
     if dflt is not None and not isinstance(dflt, CoDual):
@@ -219,9 +208,9 @@ def select_rrule(
             first = np.broadcast_to(c, g.shape) & ~taken
             taken |= first
             grads.append(np.where(first, g, 0))
-        result = [NO_R, NO_R, seq_rdata(choices, grads), *nulls(len(args))]
+        result = [NO_R, NO_R, accumulate_sequence(choices, grads), *no_rdata(len(args))]
         if dflt is not None and dflt.dx is not None:
-            rd = seq_rdata(CoDual([dflt.x], [dflt.dx]), [np.where(taken, 0, g)])
+            rd = accumulate_sequence(CoDual([dflt.x], [dflt.dx]), [np.where(taken, 0, g)])
             if args:
                 result[3] = rd[0] if isinstance(rd, tuple) else rd
         return tuple(result)
@@ -245,95 +234,74 @@ rrule.register(np.select, Seq, Seq, Vararg[Any], examples=_select_examples)(sele
 # -- diagonals and triangles ------------------------------------------------------------
 
 
-def diagonal_rrule(f: CoDual, x: CoDual, *args: CoDual, **kwargs: Any) -> tuple[CoDual, Any]:
-    """y = diagonal(x): a read-only view of x; its fdata is the same diagonal of x̄, made
-    writable so that later pullbacks can accumulate into it (its elements never overlap)."""
-    a = [c.x for c in args]
-    y = np.diagonal(x.x, *a, **kwargs)
-    dx = x.dx
-    return CoDual(y, None if dx is None else writable(np.diagonal(dx, *a, **kwargs))), no_pullback(
-        2 + len(args)
-    )
+def _writable_view(x: CoDual, y: Any, fn: Any, *rest: Any, **kwargs: Any) -> tuple[CoDual, bool]:
+    """`view_or_new` for numpy's read-only diagonal views: the fdata view is made writable so
+    that later pullbacks can accumulate into it (a diagonal's elements never overlap)."""
+    return view_or_new(x, y, lambda d, *a, **k: writable(fn(d, *a, **k)), *rest, **kwargs)
 
 
-def _diagonal_examples() -> list[Any]:
-    return [
+def _diagonal_adjoint(
+    g: Any, a: np.ndarray, offset: int = 0, axis1: int = 0, axis2: int = 1
+) -> np.ndarray:
+    """y = diagonal(x, k, a₁, a₂)  ⇒  diagonal(x̄, k, a₁, a₂) += ȳ (ȳ broadcast: trace)."""
+    z = _zeros_for(a, g)
+    writable(np.diagonal(z, offset, axis1, axis2))[...] = g
+    return z
+
+
+linear(
+    np.diagonal,
+    _diagonal_adjoint,
+    patterns=[(InexactArray, Vararg[Any])],
+    view=_writable_view,
+    examples=lambda: [
         example(randn(3, 3)),
         example(randn(3, 4, dtype=np.float32), 1),
         example(randn(2, 3, 4, dtype=np.complex128), offset=-1, axis1=1, axis2=2),
-    ]
+    ],
+)
 
-
-rrule.register(np.diagonal, INEXACT, Vararg[Any], examples=_diagonal_examples)(diagonal_rrule)
-
-
-def diag_rrule(f: CoDual, x: CoDual, *args: CoDual, **kwargs: Any) -> tuple[CoDual, Any]:
-    """y = diag(v, k): 1-d v ⇒ a new matrix, v̄ += diagonal(ȳ, k); 2-d ⇒ its diagonal (a
-    read-only view, fdata the same diagonal of x̄ as in `diagonal_rrule`)."""
-    a = [c.x for c in args]
-    y = np.diag(x.x, *a, **kwargs)
-    n = 2 + len(args)
-    if x.x.ndim == 2:
-        dx = x.dx
-        return CoDual(y, None if dx is None else writable(np.diag(dx, *a, **kwargs))), (
-            no_pullback(n)
-        )
-    k = _arg(args, kwargs, 0, "k", 0)
-
-    def diag_adjoint(g: np.ndarray) -> None:
-        add_into(x.dx, np.diagonal(g, k))
-
-    return _output(x, y, n, diag_adjoint)
-
-
-def _diag_examples() -> list[Any]:
-    return [
+linear(
+    np.diag,
+    lambda g, v, k=0: np.diagonal(g, k) if v.ndim == 1 else _diagonal_adjoint(g, v, k),
+    patterns=[(InexactArray, Vararg[Any])],
+    view=_writable_view,  # (of a 2-d v: its diagonal; of a 1-d v: a new matrix)
+    examples=lambda: [
         example(randn(3)),
         example(randn(2, dtype=np.float32), -1),
         example(randn(3, 4)),  # a view of the diagonal
         example(randn(3, 3, dtype=np.complex128), k=1),
-    ]
+    ],
+)
 
 
-rrule.register(np.diag, INEXACT, Vararg[Any], examples=_diag_examples)(diag_rrule)
+def _trace_adjoint(
+    dx: np.ndarray,
+    g: Any,
+    a: np.ndarray,
+    offset: int = 0,
+    axis1: int = 0,
+    axis2: int = 1,
+    dtype: Any = None,
+    out: Any = None,
+) -> None:
+    """y = trace(x, offset, a₁, a₂)  ⇒  diagonal(x̄, offset, a₁, a₂) += ȳ."""
+    d = writable(np.diagonal(dx, offset, axis1, axis2))
+    d += np.asarray(g)[..., None]
 
 
-def trace_rrule(f: CoDual, x: CoDual, *args: CoDual, **kwargs: Any) -> tuple[CoDual, Any]:
-    """y = trace(x, offset, axis1, axis2)  ⇒  diagonal(x̄, offset, axis1, axis2) += ȳ."""
-    off = _arg(args, kwargs, 0, "offset", 0)
-    ax1 = _arg(args, kwargs, 1, "axis1", 0)
-    ax2 = _arg(args, kwargs, 2, "axis2", 1)
-    y = np.trace(x.x, *(a.x for a in args), **kwargs)
-
-    def trace_adjoint(g: Any) -> None:
-        d = writable(np.diagonal(x.dx, off, ax1, ax2))
-        add_into(d, np.asarray(g)[..., None])
-
-    return _output(x, y, 2 + len(args), trace_adjoint)
-
-
-def _trace_examples() -> list[Any]:
-    return [
+linear(
+    np.trace,
+    _trace_adjoint,
+    patterns=[(InexactArray, Vararg[Any])],
+    in_place=True,  # (only the diagonal of x̄ changes: no x-sized temporary)
+    examples=lambda: [
         example(randn(3, 3)),
         example(randn(3, 4, dtype=np.float32), 1),
         example(randn(2, 3, 3, dtype=np.complex128), axis1=1, axis2=2),
         example(randn(2, 2, dtype=np.float32), dtype=np.dtype(np.float64)),
-    ]
-
-
-rrule.register(np.trace, INEXACT, Vararg[Any], examples=_trace_examples)(trace_rrule)
-
-
-def tri_rrule(f: CoDual, x: CoDual, *args: CoDual, **kwargs: Any) -> tuple[CoDual, Any]:
-    """y = triu(x, k) (tril)  ⇒  x̄ += triu(ȳ, k) (tril), summed over broadcast rows for 1-d x."""
-    fn = f.x
-    k = _arg(args, kwargs, 0, "k", 0)
-    y = fn(x.x, *(a.x for a in args), **kwargs)
-
-    def tri_adjoint(g: np.ndarray) -> None:
-        add_into(x.dx, fn(g, k))
-
-    return _output(x, y, 2 + len(args), tri_adjoint)
+    ],
+)
 
 
 def _triu_examples() -> list[Any]:
@@ -345,5 +313,16 @@ def _triu_examples() -> list[Any]:
     ]
 
 
-for _fn in (np.triu, np.tril):
-    rrule.register(_fn, INEXACT, Vararg[Any], examples=_triu_examples)(tri_rrule)
+# y = triu(x, k) (tril)  ⇒  x̄ += triu(ȳ, k) (tril), summed over the broadcast rows of a 1-d x
+linear(
+    np.triu,
+    lambda g, m, k=0: unbroadcast(np.triu(g, k), m.shape),
+    patterns=[(InexactArray, Vararg[Any])],
+    examples=_triu_examples,
+)
+linear(
+    np.tril,
+    lambda g, m, k=0: unbroadcast(np.tril(g, k), m.shape),
+    patterns=[(InexactArray, Vararg[Any])],
+    examples=_triu_examples,
+)

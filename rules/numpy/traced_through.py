@@ -2,7 +2,7 @@
 
 `TRACED_THROUGH` lists numpy functions written in Python on top of functions
 that have rules: with no rule registered, the engine runs their implementation
-on traced values (`rulekit._traced`), which differentiates them exactly. Each
+on traced values (the engine's traced arrays), which differentiates them exactly. Each
 entry carries a call example; `tests/rules/numpy/test_traced_through.py` checks every
 one against finite differences, and docs/coverage.md lists them.
 
@@ -32,6 +32,9 @@ TRACED_THROUGH: dict[Any, Callable[[], tuple[tuple[Any, ...], dict[str, Any]]]] 
     np.dsplit: lambda: ((_x(2, 3, 4), 2), {}),
     np.rollaxis: lambda: ((_x(2, 3, 4), 2), {}),
     np.row_stack: lambda: (([_x(3), _x(3)],), {}),  # (deprecated by numpy: np.vstack)
+    # on np.add.accumulate / np.multiply.accumulate (rules.numpy.ufuncs.methods)
+    np.cumulative_sum: lambda: ((_x(3, 4),), {"axis": 1, "include_initial": True}),
+    np.cumulative_prod: lambda: ((_x(3, 4),), {"axis": 0}),
 }
 
 #: function → what to call instead on traced values

@@ -1,8 +1,26 @@
-"""Rules for the `scipy` namespace: special, linalg, stats, signal, integrate."""
+"""Rules for the `scipy` namespace, one subpackage per SciPy module:
 
-# ruff: noqa: I001  (the imports below are in registration order)
-from rules.scipy import special as special  # the special functions
-from rules.scipy import linalg as linalg  # solve_triangular, cho_*, lu_*, expm, ...
-from rules.scipy import stats as stats  # distributions
-from rules.scipy import signal as signal  # convolve
-from rules.scipy import integrate as integrate  # odeint (adjoint method)
+- `rules.scipy.special`: the special functions (ufuncs, and `logsumexp`, `softmax`, ...);
+- `rules.scipy.linalg`: `cholesky`, `cho_factor`/`cho_solve`, `lu_factor`/`lu_solve`,
+  `solve`, `solve_triangular`, `inv`, `det`, `expm`, `logm`, `sqrtm`, ...;
+- `rules.scipy.stats`: the distributions' `pdf`/`logpdf`/`cdf`/... methods;
+- `rules.scipy.signal`: `convolve`;
+- `rules.scipy.integrate`: `odeint` (adjoint method).
+
+Each is imported on its own (`rules` defers it until the program imports that SciPy
+module), so this package imports none of them: `rules.scipy.linalg` etc. load on
+first attribute access.
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+_PARTS = ("special", "linalg", "stats", "signal", "integrate")
+
+
+def __getattr__(name: str) -> ModuleType:
+    if name in _PARTS:
+        return importlib.import_module(f"rules.scipy.{name}")
+    raise AttributeError(f"module 'rules.scipy' has no attribute {name!r}")

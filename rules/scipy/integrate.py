@@ -35,8 +35,11 @@ import scipy.integrate
 
 import rulekit
 from rulekit import Array, CoDual, NoFData, NoRData, TracingError, Vararg
-from rules._support.linalg import binder, dx_of
-from rules._support.util import NO_F, NO_R, accumulate, new_output, scalar_rdata
+from rules._support.arguments import array_fdata
+from rules._support.binding import binder
+from rules._support.cotangents import NO_F, NO_R, accumulate, scalar_rdata
+from rules._support.outputs import new_output
+from rules.scipy._routing import route_module
 
 __all__ = ["odeint"]
 
@@ -249,8 +252,10 @@ def odeint_rrule(
     out = new_output(y)
 
     def pullback(dy: Any) -> tuple[Any, ...]:
-        need_y0 = dx_of(y0) is not None or (y0.dx is not None and not isinstance(y0.x, np.ndarray))
-        need_t = dx_of(t) is not None and t.x.dtype.kind == "f"
+        need_y0 = array_fdata(y0) is not None or (
+            y0.dx is not None and not isinstance(y0.x, np.ndarray)
+        )
+        need_t = array_fdata(t) is not None and t.x.dtype.kind == "f"
         nr = (NO_R, NO_R, NO_R, NO_R, *(NO_R for _ in rest))
         if not (need_y0 or need_t or params.size):
             return nr
@@ -283,3 +288,7 @@ def odeint_rrule(
         return (NO_R, NO_R, r_y0, NO_R, r_args, *nr[5:])
 
     return out, pullback
+
+
+# Plain calls (`scipy.integrate.odeint(traced)`) reach the rule: see rules/scipy/_routing.py.
+route_module(scipy.integrate, [(n, globals()[n]) for n in ["odeint"]])

@@ -23,9 +23,11 @@ import scipy.signal
 
 import rulekit
 from rulekit import Array, CoDual, Vararg
-from rules._support.linalg import binder
-from rules._support.util import NO_R, accumulate, new_output
-from rules.scipy.special._common import active, cot
+from rules._support.arguments import is_active
+from rules._support.binding import binder
+from rules._support.cotangents import NO_R, accumulate, output_cotangent
+from rules._support.outputs import new_output
+from rules.scipy._routing import route_module
 
 __all__ = ["convolve"]
 
@@ -85,10 +87,10 @@ def convolve_rrule(
 
     def pullback(dy: Any) -> tuple[Any, ...]:
         nr = (NO_R, NO_R, NO_R, *(NO_R for _ in rest))
-        need1, need2 = active(in1), active(in2)
+        need1, need2 = is_active(in1), is_active(in2)
         if not (need1 or need2):
             return nr
-        g = cot(y, out.dx, dy)
+        g = output_cotangent(out, dy)
         if np.ndim(x1) == 0:  # 0-d inputs: a plain product
             r1 = accumulate(in1, g * np.conj(x2)) if need1 else NO_R
             r2 = accumulate(in2, g * np.conj(x1)) if need2 else NO_R
@@ -106,3 +108,7 @@ def convolve_rrule(
         return nr
 
     return out, pullback
+
+
+# Plain calls (`scipy.signal.convolve(traced)`) reach the rule: see rules/scipy/_routing.py.
+route_module(scipy.signal, [(n, globals()[n]) for n in ["convolve"]])

@@ -149,7 +149,7 @@ def test_a_gradient_wrong_from_the_second_call_on_is_caught() -> None:
     exec(text.split("\n\n", 1)[1], env)
     observed = env["grads"][0] if isinstance(env["grads"], tuple) else env["grads"]
     expected = fd_grad(env["f"], lambda v: v, [np.array(env["x0"])], 0, 1e-6)
-    assert not np.allclose(observed, expected, rtol=1e-3)
+    assert not np.allclose(observed, expected, rtol=1e-3)  # (wrong by far more than rounding)
 
 
 @pytest.mark.usefixtures("planted")

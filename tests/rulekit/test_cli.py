@@ -14,11 +14,10 @@ import pytest
 from rulepkgs import HELPERS
 
 import rulekit
-import rules  # noqa: F401  # registered before a test's registrations are snapshot
-import testutils._runner
+import testutils._packages
 from rulekit import Array, registry
 from rulekit._cli import main
-from testutils._runner import owner
+from testutils._packages import owner
 
 pytestmark = pytest.mark.usefixtures("registrations")  # (tests/conftest.py)
 
@@ -58,9 +57,28 @@ def test_rules_lists_every_registration_by_module(capsys: pytest.CaptureFixture[
     assert f"{__name__}  (2 rules)" in out
     assert "_f(Array[np.float64, 2], float)  [rrule]" in out
     assert "_f(Array[np.float32])  [factory]" in out
-    assert "rulekit._outrule" in out  # the core's own rules (np.copyto, the generic out=)
+    assert "rules.numpy.copyto" in out  # the installed rule packages (rules), loaded first
     n, modules = len(registry.entries()), len({owner(r) for r in registry.entries()})
     assert out.rstrip().endswith(f"{n} rules in {modules} modules")
+
+
+def test_rules_loads_what_rule_packages_defer(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "clidefer_rules.py").write_text(
+        "import numpy as np\nimport rulekit\n"
+        "@rulekit.primitive\ndef g(x):\n    return x\n"
+        "rulekit.rrule.register(g, rulekit.Array)(lambda f, x: None)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "clidefer_rules", raising=False)
+    registry.defer("clidefer_library_never_imported", "clidefer_rules")
+    assert main(["rules", "--module", "clidefer_rules"]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "clidefer_rules  (1 rules)",
+        "  clidefer_rules.g(Array)  [rrule]",
+        "1 rules in 1 modules",
+    ]
 
 
 def test_rules_filtered_by_module(capsys: pytest.CaptureFixture[str]) -> None:
@@ -75,7 +93,7 @@ def test_rules_filtered_by_module(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_rules_imports_the_named_modules_first(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["rules", "rulekit._outrule", "--module", "rulekit._outrule"]) == 0
+    assert main(["rules", "rules.numpy.copyto", "--module", "rules.numpy.copyto"]) == 0
     out = capsys.readouterr().out
     assert "np.copyto(Array[np.inexact], Array[np.number])  [factory]" in out
 
@@ -241,7 +259,7 @@ def test_entry_point_names_work_for_rules_and_check(
 ) -> None:
     write_package(on_path, "tkep")
     monkeypatch.setattr(
-        testutils._runner, "installed_rule_packages", lambda: {"tk-example": "tkep_pkg"}
+        testutils._packages, "installed_rule_packages", lambda: {"tk-example": "tkep_pkg"}
     )
     assert main(["rules", "tk-example", "--module", "tkep_pkg"]) == 0
     out = capsys.readouterr().out

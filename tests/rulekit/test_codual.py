@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import typing
 from typing import Any
 
 import numpy as np
@@ -46,7 +47,9 @@ def test_codual_is_a_two_slot_object() -> None:
         c.other = 1  # type: ignore[attr-defined]
     c.dx = NoFData()  # the slots themselves are writable (the engine may set dx)
     assert c.active
-    assert CoDual[np.ndarray] is not None  # generic in its primal type, for annotations
+    # generic in its primal type, for annotations
+    assert typing.get_origin(CoDual[np.ndarray]) is CoDual
+    assert typing.get_args(CoDual[np.ndarray]) == (np.ndarray,)
 
 
 @pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64, np.complex64, np.complex128])

@@ -6,10 +6,10 @@ The audit enumerates NumPy's dispatched surface (`numpy`, `numpy.linalg`,
 function in exactly one class:
 
 (a) a rule is registered for it (for some signature) in `rulekit.registry`;
-(b) it is in `rulekit._primal_only.PRIMAL_ONLY`: it runs on the primal values;
-(c) it is traced through its Python implementation: `rules.traced_through`
+(b) it is in `rulekit.PRIMAL_ONLY`: it runs on the primal values;
+(c) it is traced through its Python implementation: `rules.numpy.traced_through`
     or `TRACED_GENERIC` below (checked against finite differences);
-(d) it is refused: `REFUSED` below or `rules.traced_through.NOT_DISPATCHED`
+(d) it is refused: `REFUSED` below or `rules.numpy.traced_through.NOT_DISPATCHED`
     (checked to raise on traced input).
 
 A NumPy upgrade that adds a function fails `test_every_dispatched_function_is_classified`
@@ -32,16 +32,11 @@ from typing import Any
 
 import numpy as np
 import pytest
-from fdcheck import fd_grad
+from fdcheck import check_grads
 
 import rulekit
-import rules
-from rulekit import MissingRuleError, TracingError
-from rulekit._errors import AmbiguousRuleError
-from rulekit._primal_only import PRIMAL_ONLY
-from rules.traced_through import NOT_DISPATCHED, TRACED_THROUGH
-
-assert rules  # the bundled rules: class (a)
+from rulekit import PRIMAL_ONLY, AmbiguousRuleError, MissingRuleError, TracingError
+from rules.numpy.traced_through import NOT_DISPATCHED, TRACED_THROUGH
 
 Example = tuple[np.ndarray, Callable[[Any], Any]]  # (input x, call on x)
 
@@ -172,7 +167,7 @@ PRIMAL_EXAMPLES: dict[str, Example] = {
 }
 
 # -- (c) traced through numpy's Python implementation by the generic fallback --------------------
-# (rules.traced_through lists the ones documented in docs/coverage.md.)
+# (rules.numpy.traced_through lists the ones documented in docs/coverage.md.)
 
 TRACED_GENERIC: dict[str, Example] = {
     "dstack": (_M, lambda x: np.dstack([x, 2 * x])),
@@ -203,54 +198,30 @@ def _put_along_axis(x: Any) -> Any:
 REFUSED: dict[str, Example] = {
     # differentiable, but no rule yet and numpy's implementation converts with np.asarray
     # or calls a function without a rule: MissingRuleError names the missing rule
-    "apply_along_axis": (_M, lambda x: np.apply_along_axis(np.sum, 1, x)),
     "apply_over_axes": (_M, lambda x: np.apply_over_axes(np.sum, x, [0])),
-    "block": (_M, lambda x: np.block([[x, x]])),
     "broadcast_arrays": (_V, lambda x: np.broadcast_arrays(x, np.ones((2, 5)))),
     "choose": (_V, lambda x: np.choose(np.array([0, 1, 0, 1, 0]), [x, 2 * x])),
     "compress": (_V, lambda x: np.compress(_MASK, x)),
-    "convolve": (_V, lambda x: np.convolve(x, [1.0, 2.0])),
-    "correlate": (_V, lambda x: np.correlate(x, [1.0, 2.0])),
-    "corrcoef": (_M, lambda x: np.corrcoef(x)),
-    "cov": (_M, lambda x: np.cov(x)),
-    "cumulative_prod": (_V, lambda x: np.cumulative_prod(x)),
-    "cumulative_sum": (_V, lambda x: np.cumulative_sum(x)),
-    "delete": (_V, lambda x: np.delete(x, 1)),
     "diagflat": (_V, lambda x: np.diagflat(x)),
     "ediff1d": (_V, lambda x: np.ediff1d(x)),
     "geomspace": (_POS, lambda x: np.geomspace(x[0], x[1], 4)),
     "i0": (_V, lambda x: np.i0(x)),
-    "insert": (_V, lambda x: np.insert(x, 1, 7.0)),
-    "interp": (_V, lambda x: np.interp(x, [-3.0, 0.0, 3.0], [0.0, 1.0, 4.0])),
     "matrix_transpose": (_M, lambda x: np.matrix_transpose(x)),
-    "median": (_V, lambda x: np.median(x)),
-    "meshgrid": (_V, lambda x: np.meshgrid(x, x[:2])),
     "nancumprod": (_V, lambda x: np.nancumprod(x)),
     "nancumsum": (_V, lambda x: np.nancumsum(x)),
-    "nanmedian": (_V, lambda x: np.nanmedian(x)),
-    "nanpercentile": (_V, lambda x: np.nanpercentile(x, 30)),
     "nanprod": (_V, lambda x: np.nanprod(x)),
-    "nanquantile": (_V, lambda x: np.nanquantile(x, 0.3)),
     "nanstd": (_V, lambda x: np.nanstd(x)),
     "nanvar": (_V, lambda x: np.nanvar(x)),
-    "percentile": (_V, lambda x: np.percentile(x, 30)),
     "piecewise": (_V, lambda x: np.piecewise(x, [x < 0, x >= 0], [lambda t: -t, lambda t: t])),
     "poly": (_V, lambda x: np.poly(x)),
     "polyder": (_V, lambda x: np.polyder(x)),
     "polydiv": (_V, lambda x: np.polydiv(x, np.array([1.0, 2.0]))),
-    "polyfit": (_V, lambda x: np.polyfit(np.arange(5.0), x, 2)),
     "polyint": (_V, lambda x: np.polyint(x)),
     "polymul": (_V, lambda x: np.polymul(x, [1.0, 2.0])),
-    "polyval": (_V, lambda x: np.polyval(x, 0.7)),
-    "ptp": (_V, lambda x: np.ptp(x)),
-    "quantile": (_V, lambda x: np.quantile(x, 0.3)),
     "roots": (_V, lambda x: np.roots(x)),
     "sort_complex": (_V, lambda x: np.sort_complex(x)),
-    "trapezoid": (_V, lambda x: np.trapezoid(x)),
     "trim_zeros": (_V, lambda x: np.trim_zeros(x)),
     "unwrap": (_V, lambda x: np.unwrap(x)),
-    "vander": (_V, lambda x: np.vander(x, 3)),
-    "linalg.cond": (_SQ, lambda x: np.linalg.cond(x)),
     "linalg.cross": (_V, lambda x: np.linalg.cross(x[:3], _V[2:])),
     "linalg.matrix_norm": (_M, lambda x: np.linalg.matrix_norm(x)),
     "linalg.matrix_transpose": (_M, lambda x: np.linalg.matrix_transpose(x)),
@@ -297,7 +268,7 @@ REFUSED: dict[str, Example] = {
     "savez": (_V, lambda x: np.savez(io.BytesIO(), x)),
     "savez_compressed": (_V, lambda x: np.savez_compressed(io.BytesIO(), x)),
     # dispatched through like= only: a traced prototype makes no traced array
-    # (np.array and np.full: rules.traced_through.NOT_DISPATCHED)
+    # (np.array and np.full: rules.numpy.traced_through.NOT_DISPATCHED)
     "arange": (_V, lambda x: np.arange(3.0, like=x)),
     "asanyarray": (_V, lambda x: np.asanyarray([1.0], like=x)),
     "asarray": (_V, lambda x: np.asarray([1.0], like=x)),
@@ -364,7 +335,7 @@ def test_listed_functions_are_dispatched() -> None:
 
 
 def test_traced_through_functions_have_a_python_implementation() -> None:
-    # the generic fallback (rulekit._traced) only runs implementations written in Python
+    # the generic fallback (rulekit._engine._traced) only runs implementations written in Python
     for f in GENERIC_FNS:
         assert hasattr(f._implementation, "__code__"), _name(f)
 
@@ -589,9 +560,7 @@ def _parts_loss(call: Callable[[Any], Any]) -> Callable[[Any], Any]:
 def test_traced_through_function_matches_finite_differences(fn: Any) -> None:
     x0, call = GENERIC_FNS[fn]
     loss = _parts_loss(call)
-    value, g = rulekit.value_and_grad(loss)(x0.copy())
-    assert value == pytest.approx(loss(x0.copy()))
-    np.testing.assert_allclose(g, fd_grad(loss, (x0.copy(),), 0), rtol=1e-6, atol=1e-8)
+    check_grads(loss, x0, calls=2)
 
 
 @pytest.mark.parametrize("name", sorted(n for n in REFUSED if _resolve(n) is not None))

@@ -1,4 +1,4 @@
-"""rulekit.primitive (rulekit/_primitive.py): direct calls, wrapper metadata, rules for it."""
+"""rulekit.primitive (rulekit/_engine/_primitive.py): direct calls, metadata, rules for it."""
 
 from __future__ import annotations
 
@@ -10,7 +10,9 @@ import pytest
 
 import rulekit
 from rulekit import Array, CoDual, NoFData, NoRData, Primitive, primitive, registry, zero_codual
-from rulekit import _primitive as primitive_module
+from rulekit._engine._state import trace_state
+from rulekit._engine._tape import Tape
+from rulekit._engine._traced import TracedScalar
 
 pytestmark = pytest.mark.usefixtures("registrations")  # (tests/conftest.py)
 
@@ -35,23 +37,41 @@ def _cube_rrule(f: CoDual, x: CoDual, *, scale: float = 1.0) -> tuple[CoDual, An
     return y, cube_pullback
 
 
-def test_plain_calls_go_straight_to_the_function(monkeypatch: pytest.MonkeyPatch) -> None:
-    calls: list[Any] = []
-    monkeypatch.setattr(primitive_module.trace_state, "hook", lambda *a: calls.append(a))
+def test_plain_calls_go_straight_to_the_function() -> None:
     x = np.arange(3.0)
     np.testing.assert_array_equal(cube(x, scale=2.0), 2 * x**3)  # no trace running
     assert cube(2.0) == 8.0
-    assert calls == []
+    seen: list[Any] = []
+
+    def f(x: Any) -> Any:
+        seen.append(cube(2.0))  # inside a trace, but no argument is traced
+        return np.sum(x)
+
+    rulekit.grad(f)(np.ones(2))
+    assert seen == [8.0]
 
 
-def test_traced_calls_go_to_the_engine_hook(monkeypatch: pytest.MonkeyPatch) -> None:
-    calls: list[Any] = []
-    monkeypatch.setattr(primitive_module.trace_state, "active", 1)
-    monkeypatch.setattr(
-        primitive_module.trace_state, "hook", lambda *a: calls.append(a) or "hooked"
-    )
-    assert cube(2.0, scale=3.0) == "hooked"
-    assert calls == [(cube, (2.0,), {"scale": 3.0})]
+class _SpyTape(Tape):
+    """A tape that only notes the calls recorded on it."""
+
+    def __init__(self) -> None:
+        super().__init__([])
+        self.calls: list[Any] = []
+
+    def call(self, f: Any, args: Any, kwargs: Any, fallback: Any = None) -> Any:
+        self.calls.append((f, args, kwargs))
+        return "recorded"
+
+
+def test_traced_calls_are_recorded_on_the_tape_of_their_argument(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(trace_state, "active", 1)
+    tape = _SpyTape()
+    t = TracedScalar(CoDual(2.0, NoFData()), tape, tape.new_slot(), True)
+    assert cube(t, scale=3.0) == "recorded"
+    assert cube([1.0, t]) == "recorded"  # (inside a list too)
+    assert tape.calls == [(cube, (t,), {"scale": 3.0}), (cube, ([1.0, t],), {})]
 
 
 def test_wrapper_keeps_name_and_docs() -> None:

@@ -5,7 +5,9 @@ F-ordered output; a fused elementwise rule then took its fallback path, whose
 kernel wrote the clearing of its pooled fdata into a copy made by `reshape`, so
 the buffer went back to the pool dirty: right on the first call, wrong (growing)
 from the second. These tests run one `value_and_grad` object three times on each
-layout and compare every call with central differences.
+layout, or on a layout that changes between calls, and compare every call with central
+differences (`fdcheck.check_grads`); two planted slips (a pool never cleared, flat memory
+read in the wrong order) show that the checker catches a wrong later call and a wrong layout.
 """
 
 from __future__ import annotations
@@ -15,15 +17,14 @@ from typing import Any
 
 import numpy as np
 import pytest
-from fdcheck import fd_grad
+from fdcheck import check_grads
 
 import rulekit
-import rules
-from rulekit import CoDual, zero_codual
+import rules  # noqa: F401  (registers the rules of the chains below)
+from rulekit import Array, CoDual, NoRData, zero_codual
 from rules._support.layout import flat_view, like_scratch, new_fdata, zeros_like_exact
 from rules._support.shape import ViewMismatchError
-
-assert rules
+from testutils._layouts import relayout
 
 Fn = Callable[[Any], Any]
 
@@ -44,63 +45,37 @@ CHAINS: dict[str, Fn] = {
 }
 
 
-def _layout(Y: np.ndarray, layout: str) -> np.ndarray:
-    if layout == "F":
-        return np.asfortranarray(Y)
-    if layout == "negative":
-        return np.flip(np.flip(Y).copy())
-    if layout == "strided":
-        big = np.zeros((2 * Y.shape[0], 2 * Y.shape[1]), Y.dtype)
-        big[::2, ::2] = Y
-        return big[::2, ::2]
-    return np.ascontiguousarray(Y)
-
-
-def _check_calls(f: Fn, inputs: list[np.ndarray], copy: bool, rtol: float) -> None:
-    """One value_and_grad object, one call per input: each gradient against central
-    differences (and the value against f)."""
-    vg = rulekit.value_and_grad(f, copy=copy)
-    for k, Y in enumerate(inputs):
-        value, g = vg(Y)
-        g = np.array(g)  # (copy=False: an internal buffer, valid until the next call)
-        want = fd_grad(f, (Y.astype(np.float64),), 0)
-        scale = max(1.0, float(np.max(np.abs(want)))) if want.size else 1.0
-        np.testing.assert_allclose(
-            g, want, rtol=rtol, atol=rtol * scale, err_msg=f"call {k + 1}, strides {Y.strides}"
-        )
-        np.testing.assert_allclose(value, f(Y), rtol=rtol)
-
-
 @pytest.mark.parametrize("copy", [True, False])
 @pytest.mark.parametrize("layout", ["C", "F", "negative", "strided"])
 @pytest.mark.parametrize("name", sorted(CHAINS))
 def test_chain_three_calls_one_layout(name: str, layout: str, copy: bool) -> None:
-    Y = _layout(np.random.default_rng(0).uniform(0.2, 0.8, size=(3, 4)), layout)
-    _check_calls(CHAINS[name], [Y, Y, Y], copy, rtol=1e-6)
+    Y = relayout(np.random.default_rng(0).uniform(0.2, 0.8, size=(3, 4)), layout)
+    check_grads(CHAINS[name], Y, calls=3, copy=copy)
 
 
 @pytest.mark.parametrize("copy", [True, False])
 @pytest.mark.parametrize("name", sorted(CHAINS))
 def test_chain_layout_changes_between_calls(name: str, copy: bool) -> None:
-    Y = np.random.default_rng(1).uniform(0.2, 0.8, size=(3, 4))
-    layouts = ["F", "C", "negative", "F", "strided", "F"]
-    _check_calls(CHAINS[name], [_layout(Y, s) for s in layouts], copy, rtol=1e-6)
+    Y = np.asfortranarray(np.random.default_rng(1).uniform(0.2, 0.8, size=(3, 4)))
+    layouts = ["C", "negative", "F", "strided", "F"]  # (after Y itself, F-ordered)
+    check_grads(CHAINS[name], Y, layouts=layouts, copy=copy)
 
 
 @pytest.mark.parametrize("name", sorted(CHAINS))
 def test_chain_float32(name: str) -> None:
-    # float32 gradients against float64 differences: single-precision rounding (2e-4)
     Y = np.random.default_rng(2).uniform(0.2, 0.8, size=(3, 4)).astype(np.float32)
-    _check_calls(CHAINS[name], [np.asfortranarray(Y)] * 3, copy=True, rtol=2e-4)
+    # float32 gradients against float64 differences: float32 rounding, ~160 ulps (ε = 1.2e-7)
+    # for a chain of a few ops over ≤ 12 terms; the value: ≤ 2 ulps (summation orders).
+    check_grads(CHAINS[name], np.asfortranarray(Y), calls=3, rtol=2e-5, value_rtol=2.4e-7)
 
 
 @pytest.mark.parametrize("copy", [True, False])
 def test_empty_and_0d(copy: bool) -> None:
     f = CHAINS["exp(cumsum(Y.T, 1))"]
-    _check_calls(f, [np.zeros((0, 4), order="F")] * 3, copy, rtol=1e-6)
-    _check_calls(f, [np.zeros((3, 0), order="F")] * 3, copy, rtol=1e-6)
+    check_grads(f, np.zeros((0, 4), order="F"), calls=3, copy=copy)
+    check_grads(f, np.zeros((3, 0), order="F"), calls=3, copy=copy)
     g = lambda y: np.sum(np.exp(np.cumsum(y)) ** 2)  # noqa: E731  (0-d y: cumsum is 1-D)
-    _check_calls(g, [np.array(0.3)] * 3, copy, rtol=1e-6)
+    check_grads(g, np.array(0.3), calls=3, copy=copy)
 
 
 @pytest.mark.parametrize("copy", [True, False])
@@ -115,7 +90,69 @@ def test_copy_false_input_layout_changes(fn: str, copy: bool) -> None:
         "concatenate": lambda X: np.sum(np.concatenate([np.reshape(X, -1), X[0]]) ** 2),
     }
     Y = np.random.default_rng(3).normal(size=(3, 4))
-    _check_calls(fs[fn], [Y, np.asfortranarray(Y), Y[:, ::-1], Y], copy, rtol=1e-6)
+    check_grads(fs[fn], Y, layouts=["F", "negative", "C"], copy=copy)
+
+
+# -- the checker catches what these tests are for --------------------------------------------
+
+
+@rulekit.primitive
+def _cube(x: Any) -> Any:
+    return x**3
+
+
+_W = np.arange(1.0, 7.0).reshape(2, 3)  # (a cotangent that differs from element to element)
+_POOL: dict[tuple[int, ...], np.ndarray] = {}
+
+
+def _weighted_cubes(x: Any) -> Any:
+    return np.sum(_W * _cube(x))
+
+
+def _dirty_pool_rule(f: Any, x: CoDual) -> Any:
+    """y = x³ ⇒ x̄ += 3x²·ȳ through a pooled buffer that is never cleared (issue #11's slip)."""
+    value = _cube(x.x)
+    y = CoDual(value, np.zeros_like(value))
+
+    def pullback(dy: Any) -> Any:
+        buf = _POOL.setdefault(x.x.shape, np.zeros(x.x.shape))
+        buf += 3 * x.x**2 * y.dx  # (right: buf[...] = ...)
+        x.dx += buf
+        return NoRData(), NoRData()
+
+    return y, pullback
+
+
+def _memory_order_rule(f: Any, x: CoDual) -> Any:
+    """y = x³ ⇒ x̄ += 3x²·ȳ on flat memory: x in memory order, ȳ and x̄ in C order (right
+    only when x is C-ordered)."""
+    value = _cube(x.x)
+    y = CoDual(value, np.zeros_like(value))
+
+    def pullback(dy: Any) -> Any:
+        flat = np.ravel(3 * x.x**2, order="K") * np.ravel(y.dx, order="C")
+        x.dx += flat.reshape(x.x.shape)
+        return NoRData(), NoRData()
+
+    return y, pullback
+
+
+def test_the_checker_catches_a_rule_wrong_from_its_second_call(registrations: None) -> None:
+    rulekit.rrule.register(_cube, Array[np.float64])(_dirty_pool_rule)
+    x = np.random.default_rng(6).uniform(0.5, 1.5, size=(2, 3))
+    _POOL.clear()
+    check_grads(_weighted_cubes, x)  # the first call is right
+    _POOL.clear()
+    with pytest.raises(AssertionError, match="call 2 of 2"):
+        check_grads(_weighted_cubes, x, calls=2)
+
+
+def test_the_checker_catches_a_rule_wrong_in_another_layout(registrations: None) -> None:
+    rulekit.rrule.register(_cube, Array[np.float64])(_memory_order_rule)
+    x = np.random.default_rng(7).uniform(0.5, 1.5, size=(2, 3))
+    check_grads(_weighted_cubes, x, calls=2)  # C-ordered: right on every call
+    with pytest.raises(AssertionError, match="layout 1: F"):
+        check_grads(_weighted_cubes, x, layouts=["F"])
 
 
 # -- the rule-level mechanism ------------------------------------------------------------------

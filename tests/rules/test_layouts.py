@@ -31,10 +31,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-import rules
+import rules  # noqa: F401  (importing the package registers every bundled rule)
 from rulekit import (
     Example,
     NoRData,
+    Registration,
     StatefulRRule,
     build_primitive_rrule,
     increment,
@@ -43,15 +44,12 @@ from rulekit import (
     signature_of,
     split_tangent,
 )
-from rulekit._registry import Registration
 from rules._support.shape import ViewMismatchError
 from testutils._call import Call, Run, writable_fdata
 from testutils._layouts import VARIANTS, relayout_values
 from testutils._reference import precision_of
 from testutils._statecheck import AGREE
 from testutils._trees import clone, leaves, same_value, tree_close
-
-assert rules  # importing the package registers every bundled rule
 
 ROUNDS = 3
 

@@ -104,7 +104,7 @@ def csquare_rule(f: CoDual, z: CoDual) -> Any:
 class CubeRule(StatefulRRule):
     """y = x³ ⇒ x̄ += 3x²·ȳ; output, fdata and work buffers pooled: no allocation once warm.
 
-    A 0-d input gives a 0-d output array (numpy gives a scalar): DESIGN §2 allows it.
+    A 0-d input gives a 0-d output array (numpy gives a scalar): rules may do that.
     """
 
     def __call__(self, f: CoDual, x: CoDual) -> Any:
@@ -175,7 +175,7 @@ class ScalRule(StatefulRRule):
 
 
 class GemmRule(StatefulRRule):
-    """C ← αAB + βC (Mooncake's convention, DESIGN §3): Ā += α C̄ Bᵀ, B̄ += α Aᵀ C̄,
+    """C ← αAB + βC (Mooncake's convention, docs/stateful-rules.md): Ā += α C̄ Bᵀ, B̄ += α Aᵀ C̄,
     ᾱ = ⟨C̄, AB⟩, β̄ = ⟨C̄, C_old⟩, then C̄ ← β C̄ and C ← C_old. Refuses active values
     written into a constant C; allocates nothing once warm."""
 
@@ -269,7 +269,7 @@ def add_bias_rule(f: CoDual, x: CoDual, b: CoDual) -> Any:
 
 
 def total_rule(f: CoDual, x: CoDual) -> Any:
-    """y = Σx as a 0-d array with fdata (numpy returns a scalar: DESIGN §2 allows it)."""
+    """y = Σx as a 0-d array with fdata (numpy returns a scalar: rules may do that)."""
     y = CoDual(np.array(np.sum(x.x)), np.zeros((), x.x.dtype))
 
     def pullback(dy: Any) -> tuple[Any, ...]:

@@ -1,4 +1,4 @@
-"""`rulekit check` (testutils._runner, testutils._report) on third-party rule packages."""
+"""`rulekit check` (testutils._packages, testutils._runner, testutils._report) on third-party rule packages."""
 
 from __future__ import annotations
 
@@ -17,13 +17,15 @@ from rulepkgs import HELPERS
 import rulekit
 import rules  # noqa: F401  # registered before a test's registrations are snapshot
 from rulekit import Array, registry
-from testutils._report import LEGEND, _Printer, format_header, format_row
-from testutils._runner import (
+from testutils._packages import (
     IMPORTING,
-    RuleResult,
-    check_registration,
     load,
     owner,
+)
+from testutils._report import LEGEND, _Printer, format_header, format_row
+from testutils._runner import (
+    RuleResult,
+    check_registration,
 )
 
 
@@ -212,7 +214,7 @@ def on_path(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> Iterator
 
 
 def _names(regs: list[Any]) -> list[str]:
-    return sorted(rulekit._registry.function_name(r.f).split(".")[-1] for r in regs)
+    return sorted(rulekit.function_name(r.f).split(".")[-1] for r in regs)
 
 
 def test_rules_registered_through_a_helper_of_another_module_are_found(
@@ -256,6 +258,23 @@ def test_a_package_imported_before_the_check(on_path: pathlib.Path) -> None:
     package = load("tkpre_direct")
     assert not package.fresh and _names(package.registrations) == ["_sq"]
     assert all(r.meta[IMPORTING] == "tkpre_direct" for r in package.registrations)  # (registry)
+
+
+def test_the_modules_a_package_defers_are_loaded_and_its_own(on_path: pathlib.Path) -> None:
+    """`rulekit check PKG` imports what PKG defers (`registry.defer`), whatever the trigger."""
+    write_packages(on_path, "tkdefer")
+    lazy = on_path / "tkdefer_lazy"
+    lazy.mkdir()
+    (lazy / "__init__.py").write_text(
+        "import rulekit\n"
+        "rulekit.registry.defer('tkdefer_library_never_imported', 'tkdefer_lazy.more')\n"
+    )
+    (lazy / "more.py").write_text(SUBMODULE.format(prefix="tkdefer").replace("_triple", "_third"))
+    package = load("tkdefer_lazy")
+    assert _names(package.registrations) == ["_third"]
+    assert [owner(r) for r in package.registrations] == ["tkdefer_lazy.more"]
+    assert "tkdefer_library_never_imported" not in sys.modules
+    assert ("tkdefer_library_never_imported", "tkdefer_lazy.more") not in registry.deferred()
 
 
 def test_the_bundled_rules_when_already_imported(capsys: pytest.CaptureFixture[str]) -> None:

@@ -42,19 +42,20 @@ from rulekit import (
     example,
     rrule,
 )
-from rules._support.layout import zeros_like_exact
-from rules._support.shape import (
-    BASIC,
-    BOOL,
-    INEXACT,
-    INT,
-    add_into,
-    index_kind,
+from rules._support.cotangents import (
+    ADD_REDUCE,
+    NO_F,
+    NO_R,
+    add_to_fdata,
+    add_to_fdata_pooled,
     no_pullback,
-    nulls,
-    view_index,
+    no_rdata,
+    scalar_rdata,
 )
-from rules._support.util import ADD_REDUCE, NO_F, NO_R, add_unbroadcast, randn, scalar_rdata
+from rules._support.examples import randn
+from rules._support.layout import zeros_like_exact
+from rules._support.patterns import InexactArray
+from rules._support.shape import BASIC, BOOL, INT, index_kind, view_index
 
 __all__ = [
     "SetitemRule",
@@ -64,7 +65,7 @@ __all__ = [
     "setitem_advanced_rrule",
 ]
 
-_NULL3 = nulls(3)
+_NULL3 = no_rdata(3)
 _no_pb3 = no_pullback(3)
 _REAL = (float, int, np.floating, np.integer)
 _COMPLEX = (complex, np.complexfloating)
@@ -75,7 +76,7 @@ def _same(v: Any) -> Any:
     return v
 
 
-_NULL4 = nulls(4)
+_NULL4 = no_rdata(4)
 
 
 # -- x[idx] ---------------------------------------------------------------------------------
@@ -124,7 +125,7 @@ def _getitem_examples() -> list[Any]:
     ]
 
 
-rrule.register(operator.getitem, INEXACT, Any, examples=_getitem_examples)(getitem_rrule)
+rrule.register(operator.getitem, InexactArray, Any, examples=_getitem_examples)(getitem_rrule)
 
 
 # -- x[idx] = v -----------------------------------------------------------------------------
@@ -145,7 +146,7 @@ def _value_rdata(v: CoDual, g: Any) -> Any:
     if vdx is None:
         return NO_R
     if isinstance(vdx, np.ndarray):
-        add_into(vdx, g)
+        add_to_fdata(vdx, g)
         return NO_R
     if isinstance(vdx, NoFData):
         return scalar_rdata(v.x, g)
@@ -253,7 +254,7 @@ class SetitemRule(StatefulRRule):
             shape = vdx.shape
             if len(shape) > g.ndim:  # (x[i] = v drops v's leading unit axes)
                 g = g.reshape((1,) * (len(shape) - g.ndim) + g.shape)
-            add_unbroadcast(self, "sum", vdx, g)
+            add_to_fdata_pooled(self, "sum", vdx, g)
             return NO_R
         x = v.x
         if not isinstance(vdx, NoFData) or not isinstance(x, (*_REAL, *_COMPLEX)):
@@ -323,12 +324,12 @@ def _setitem_advanced_examples() -> list[Any]:
 _Basic: Any = Union[int, np.integer, slice, type(Ellipsis), type(None)]
 
 build_primitive_rrule.register(
-    operator.setitem, INEXACT, _Basic, Any, examples=_setitem_basic_examples
+    operator.setitem, InexactArray, _Basic, Any, examples=_setitem_basic_examples
 )(lambda sig: SetitemRule())
 build_primitive_rrule.register(
-    operator.setitem, INEXACT, tuple, Any, examples=_setitem_tuple_examples
+    operator.setitem, InexactArray, tuple, Any, examples=_setitem_tuple_examples
 )(lambda sig: SetitemTupleRule())
-rrule.register(operator.setitem, INEXACT, Any, Any, examples=_setitem_advanced_examples)(
+rrule.register(operator.setitem, InexactArray, Any, Any, examples=_setitem_advanced_examples)(
     setitem_advanced_rrule
 )
 
@@ -338,7 +339,7 @@ def _setitem_bool_examples() -> list[Any]:
 
 
 # `x[True] = v` adds an axis (advanced indexing); a bool would otherwise match `int`.
-rrule.register(operator.setitem, INEXACT, bool, Any, examples=_setitem_bool_examples)(
+rrule.register(operator.setitem, InexactArray, bool, Any, examples=_setitem_bool_examples)(
     setitem_advanced_rrule
 )
 
@@ -380,4 +381,4 @@ def _subtract_at_examples() -> list[Any]:
 
 
 for _fn, _ex in ((np.add.at, _add_at_examples), (np.subtract.at, _subtract_at_examples)):
-    rrule.register(_fn, INEXACT, Any, Any, examples=_ex)(scatter_at_rrule)
+    rrule.register(_fn, InexactArray, Any, Any, examples=_ex)(scatter_at_rrule)

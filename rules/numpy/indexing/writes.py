@@ -28,8 +28,9 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from rulekit import Array, CoDual, NoFData, Vararg, build_primitive_rrule, example, rrule
-from rules._support.shape import INEXACT, nulls
-from rules._support.util import ADD_REDUCE, NO_F, NO_R, randn
+from rules._support.cotangents import ADD_REDUCE, NO_F, NO_R, no_rdata
+from rules._support.examples import randn
+from rules._support.patterns import InexactArray
 from rules.numpy.indexing.subscript import (
     _COMPLEX,
     _EXACT,
@@ -123,7 +124,7 @@ class FillDiagonalRule(SetitemRule):
             return _fill_diagonal_indexed(x, v, len(rest))
         scalar = isinstance(vp, _REAL) or (isinstance(vp, _COMPLEX) and xp.dtype.kind == "c")
         vf = None if scalar else np.asarray(vp).reshape(-1)
-        tail = nulls(len(rest))
+        tail = no_rdata(len(rest))
         if vf is not None and vf.size == 0:  # numpy writes nothing
             return CoDual(None, NO_F), lambda dy: (NO_R, NO_R, NO_R, *tail)
         token = self.save(d)
@@ -170,7 +171,7 @@ def _fill_diagonal_indexed(x: CoDual, v: CoDual, nrest: int) -> tuple[CoDual, An
     idx = _wrapped_index(xp) if vsize else (np.zeros(0, np.intp),) * 2  # (nothing written)
     old = xp[idx]
     np.fill_diagonal(xp, v.x, wrap=True)
-    tail = nulls(nrest)
+    tail = no_rdata(nrest)
 
     def fill_diagonal_pullback(dy: Any) -> tuple[Any, ...]:
         rv = NO_R
@@ -199,7 +200,7 @@ def _fill_diagonal_examples() -> list[Any]:
 
 
 build_primitive_rrule.register(
-    np.fill_diagonal, INEXACT, Any, Vararg[bool], examples=_fill_diagonal_examples
+    np.fill_diagonal, InexactArray, Any, Vararg[bool], examples=_fill_diagonal_examples
 )(lambda sig: FillDiagonalRule())
 
 
@@ -228,7 +229,7 @@ def _flat_write(
     idx = np.unravel_index(targets, xp.shape)
     old = xp[idx]  # advanced indexing: a copy
     write()
-    tail = nulls(nargs - 4)
+    tail = no_rdata(nargs - 4)
     kept = None
     if v.dx is not None and targets.size > 1:
         probe = np.full(xp.size, -1, dtype=np.intp)

@@ -15,21 +15,11 @@ import numpy as np
 
 import rulekit
 from rulekit import Array, CoDual, Vararg
-from rules._support.linalg import (
-    LU,
-    add,
-    adjugate_H,
-    binder,
-    chol_cotangent,
-    diag_view,
-    dx_of,
-    elem_cot,
-    fold,
-    lapack_dtype,
-    mH,
-    rdata,
-)
-from rules._support.util import NO_F, NO_R, new_output
+from rules._support.arguments import array_fdata, primal
+from rules._support.binding import binder
+from rules._support.cotangents import NO_F, NO_R, accumulate, element_cotangent, zero_rdata_of
+from rules._support.linalg import LU, adjugate_H, chol_cotangent, diag_view, fold, lapack_dtype, mH
+from rules._support.outputs import new_output
 
 __all__ = [
     "cholesky_rrule",
@@ -87,9 +77,9 @@ def inv_rrule(f: CoDual, a: CoDual) -> tuple[CoDual, Any]:
     out = new_output(y)
 
     def pullback(dy: Any) -> tuple[Any, ...]:
-        if dx_of(a) is not None:
+        if array_fdata(a) is not None:
             yh = mH(y)
-            add(a, -(yh @ out.dx @ yh))
+            accumulate(a, -(yh @ out.dx @ yh))
         return (NO_R, NO_R)
 
     return out, pullback
@@ -128,7 +118,7 @@ def solve_rrule(f: CoDual, a: CoDual, b: CoDual) -> tuple[CoDual, Any]:
     out = new_output(x)
 
     def pullback(dy: Any) -> tuple[Any, ...]:
-        if dx_of(a) is None and dx_of(b) is None:
+        if array_fdata(a) is None and array_fdata(b) is None:
             return (NO_R, NO_R, NO_R)
         g = out.dx
         if lu is not None:
@@ -136,12 +126,12 @@ def solve_rrule(f: CoDual, a: CoDual, b: CoDual) -> tuple[CoDual, Any]:
         else:
             bb = np.linalg.solve(mH(A), g[..., None] if vec else g)
             bb = bb[..., 0] if vec else bb
-        add(b, bb)
-        if dx_of(a) is not None:
+        accumulate(b, bb)
+        if array_fdata(a) is not None:
             if vec:
-                add(a, -(bb[..., :, None] * np.conj(x)[..., None, :]))
+                accumulate(a, -(bb[..., :, None] * np.conj(x)[..., None, :]))
             else:
-                add(a, -(bb @ mH(x)))
+                accumulate(a, -(bb @ mH(x)))
         return (NO_R, NO_R, NO_R)
 
     return out, pullback
@@ -181,7 +171,7 @@ def det_rrule(f: CoDual, a: CoDual) -> tuple[CoDual, Any]:
         out = new_output(d)
 
     def pullback(dy: Any) -> tuple[Any, ...]:
-        if dx_of(a) is None:
+        if array_fdata(a) is None:
             return (NO_R, NO_R)
         g = out.dx if isinstance(out.dx, np.ndarray) else dy
         if not isinstance(g, (np.ndarray, float, complex, np.number)):
@@ -193,7 +183,7 @@ def det_rrule(f: CoDual, a: CoDual) -> tuple[CoDual, Any]:
             adj_h = np.conj(d)[..., None, None] * mH(np.linalg.inv(A))
         else:
             adj_h = adjugate_H(A)
-        add(a, g[..., None, None] * adj_h)
+        accumulate(a, g[..., None, None] * adj_h)
         return (NO_R, NO_R)
 
     return out, pullback
@@ -229,9 +219,9 @@ def slogdet_rrule(f: CoDual, a: CoDual) -> tuple[CoDual, Any]:
     sign, logdet = out.x
 
     def pullback(dy: Any) -> tuple[Any, ...]:
-        if dx_of(a) is None:
+        if array_fdata(a) is None:
             return (NO_R, NO_R)
-        lb, sb = elem_cot(out, dy, 1), elem_cot(out, dy, 0)
+        lb, sb = element_cotangent(out, dy, 1), element_cotangent(out, dy, 0)
         w = np.zeros(np.shape(logdet), np.result_type(A.dtype, np.float32))
         if lb is not None:
             w = w + lb
@@ -247,7 +237,7 @@ def slogdet_rrule(f: CoDual, a: CoDual) -> tuple[CoDual, Any]:
             inv_h = lu.solve(np.eye(A.shape[0], dtype=A.dtype), adjoint=True)
         else:
             inv_h = mH(np.linalg.inv(A))
-        add(a, np.asarray(w)[..., None, None] * inv_h)
+        accumulate(a, np.asarray(w)[..., None, None] * inv_h)
         return (NO_R, NO_R)
 
     return out, pullback
@@ -278,9 +268,9 @@ def cholesky_rrule(f: CoDual, a: CoDual, *, upper: bool = False) -> tuple[CoDual
     out = new_output(y)
 
     def pullback(dy: Any) -> tuple[Any, ...]:
-        if dx_of(a) is not None:
+        if array_fdata(a) is not None:
             X = chol_cotangent(mH(y), mH(out.dx)) if upper else chol_cotangent(y, out.dx)
-            add(a, fold(X, lower=not upper))
+            accumulate(a, fold(X, lower=not upper))
         return (NO_R, NO_R)
 
     return out, pullback
@@ -318,27 +308,23 @@ def pinv_rrule(f: CoDual, a: CoDual, *rest: CoDual, **kwargs: Any) -> tuple[CoDu
     hermitian=True reads tril(A) (numpy uses eigh): the cotangent is folded onto it.
     """
     args = _bind_pinv((a, *rest), kwargs)
-    hermitian = bool(_p(args["hermitian"]))
-    y = np.linalg.pinv(a.x, *[_p(r) for r in rest], **kwargs)
+    hermitian = bool(primal(args["hermitian"]))
+    y = np.linalg.pinv(a.x, *[primal(r) for r in rest], **kwargs)
     out = new_output(y)
 
     def pullback(dy: Any) -> tuple[Any, ...]:
-        if dx_of(a) is not None:
+        if array_fdata(a) is not None:
             A = a.x
             if hermitian:  # numpy used H = tril(A, −1) + tril(A, −1)ᴴ + Re diag(A)
                 low = np.tril(A, -1)
                 H = low + mH(low)
                 diag_view(H)[...] = np.real(np.diagonal(A, axis1=-2, axis2=-1))
-                add(a, fold(_pinv_bar(H, y, out.dx), lower=True))
+                accumulate(a, fold(_pinv_bar(H, y, out.dx), lower=True))
             else:
-                add(a, _pinv_bar(A, y, out.dx))
-        return (NO_R, NO_R, *map(rdata, rest))
+                accumulate(a, _pinv_bar(A, y, out.dx))
+        return (NO_R, NO_R, *map(zero_rdata_of, rest))
 
     return out, pullback
-
-
-def _p(v: Any) -> Any:
-    return v.x if isinstance(v, CoDual) else v
 
 
 def _lstsq_examples() -> list[rulekit.Example]:
@@ -361,12 +347,12 @@ def lstsq_rrule(f: CoDual, a: CoDual, b: CoDual, *rest: CoDual, **kwargs: Any) -
     x: b̄ += A⁺ᵀ x̄, Ā += pinv adjoint with Ȳ = x̄ bᵀ. res (tall A): r = b − Ax ⇒
     b̄ += 2 r·res̄, Ā += −2 r·res̄ xᵀ. s: Ā += U diag(s̄) Vᵀ. rank: not differentiable.
     """
-    res = np.linalg.lstsq(a.x, b.x, *[_p(r) for r in rest], **kwargs)
+    res = np.linalg.lstsq(a.x, b.x, *[primal(r) for r in rest], **kwargs)
     out = new_output(res)
 
     def pullback(dy: Any) -> tuple[Any, ...]:
-        nr = (NO_R, NO_R, NO_R, *map(rdata, rest))
-        if dx_of(a) is None and dx_of(b) is None:
+        nr = (NO_R, NO_R, NO_R, *map(zero_rdata_of, rest))
+        if array_fdata(a) is None and array_fdata(b) is None:
             return nr
         A, B = a.x, b.x
         x, resid, rank, _ = res
@@ -389,8 +375,8 @@ def lstsq_rrule(f: CoDual, a: CoDual, b: CoDual, *rest: CoDual, **kwargs: Any) -
             gb = gb + gr
             ga = ga - gr @ mH(Xm)
         ga = ga + (u * sb) @ vh
-        add(b, gb[:, 0] if vec else gb)
-        add(a, ga)
+        accumulate(b, gb[:, 0] if vec else gb)
+        accumulate(a, ga)
         return nr
 
     return out, pullback

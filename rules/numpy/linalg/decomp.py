@@ -16,31 +16,25 @@ import numpy as np
 
 import rulekit
 from rulekit import Array, CoDual, Vararg
+from rules._support.arguments import array_fdata, primal
+from rules._support.binding import binder
+from rules._support.cotangents import NO_R, accumulate, element_cotangent, zero_rdata_of
 from rules._support.linalg import (
-    add,
-    binder,
     check_gauge,
     diag_view,
-    dx_of,
-    elem_cot,
     fold,
     mH,
-    rdata,
     safe_divide,
     spectral_tol,
     tri_solve_right,
 )
-from rules._support.util import NO_R, new_output
+from rules._support.outputs import new_output
 
 __all__ = ["eigh_rrule", "eigvalsh_rrule", "qr_rrule", "svd_rrule", "svdvals_rrule"]
 
 _bind_qr = binder(np.linalg.qr)
 _bind_eigh = binder(np.linalg.eigh)
 _bind_svd = binder(np.linalg.svd)
-
-
-def _p(v: Any) -> Any:
-    return v.x if isinstance(v, CoDual) else v
 
 
 def _zeros_if_none(g: Any, like: np.ndarray) -> np.ndarray:
@@ -113,7 +107,7 @@ def _qr_bar(A: np.ndarray, Q: np.ndarray, R: np.ndarray, Qb: Any, Rb: Any) -> np
 def qr_rrule(f: CoDual, a: CoDual, *rest: CoDual, **kwargs: Any) -> tuple[CoDual, Any]:
     """(Q, R) = qr(A), A of full rank, modes 'reduced', 'r' and 'complete' (extra columns of a
     complete Q are not unique: their cotangent must be 0). See `_qr_bar` for the adjoint."""
-    mode = _p(_bind_qr((a, *rest), kwargs)["mode"])
+    mode = primal(_bind_qr((a, *rest), kwargs)["mode"])
     A = a.x
     m, n = A.shape[-2:]
     k = min(m, n)
@@ -124,13 +118,13 @@ def qr_rrule(f: CoDual, a: CoDual, *rest: CoDual, **kwargs: Any) -> tuple[CoDual
     Q, R = res
 
     def pullback(dy: Any) -> tuple[Any, ...]:
-        nr = (NO_R, NO_R, *map(rdata, rest))
-        if dx_of(a) is None:
+        nr = (NO_R, NO_R, *map(zero_rdata_of, rest))
+        if array_fdata(a) is None:
             return nr
         if mode == "r":
             Qb, Rb = None, out.dx
         else:
-            Qb, Rb = elem_cot(out, dy, 0), elem_cot(out, dy, 1)
+            Qb, Rb = element_cotangent(out, dy, 0), element_cotangent(out, dy, 1)
         Qk, Rk = Q[..., :k], R[..., :k, :]
         if Qb is not None and Qb.shape[-1] > k:
             if np.any(Qb[..., k:]):
@@ -139,7 +133,7 @@ def qr_rrule(f: CoDual, a: CoDual, *rest: CoDual, **kwargs: Any) -> tuple[CoDual
                     "are not unique, so they have no derivative; use mode='reduced'."
                 )
             Qb = Qb[..., :k]
-        add(a, _qr_bar(A, Qk, Rk, Qb, None if Rb is None else Rb[..., :k, :]))
+        accumulate(a, _qr_bar(A, Qk, Rk, Qb, None if Rb is None else Rb[..., :k, :]))
         return nr
 
     return out, pullback
@@ -180,16 +174,16 @@ def eigh_rrule(f: CoDual, a: CoDual, *rest: CoDual, **kwargs: Any) -> tuple[CoDu
     Repeated eigenvalues: raises DegenerateSpectrumError unless V̄ is invariant within the
     repeated eigenspace. Complex: V̄ must be invariant under eigenvector phases (else
     GaugeDependentError)."""
-    uplo = _p(_bind_eigh((a, *rest), kwargs)["UPLO"])
-    res = np.linalg.eigh(a.x, *map(_p, rest), **kwargs)
+    uplo = primal(_bind_eigh((a, *rest), kwargs)["UPLO"])
+    res = np.linalg.eigh(a.x, *map(primal, rest), **kwargs)
     out = new_output(res)
 
     def pullback(dy: Any) -> tuple[Any, ...]:
-        if dx_of(a) is not None:
-            wb, Vb = elem_cot(out, dy, 0), elem_cot(out, dy, 1)
+        if array_fdata(a) is not None:
+            wb, Vb = element_cotangent(out, dy, 0), element_cotangent(out, dy, 1)
             X = _eigh_core(a.x, res.eigenvalues, res.eigenvectors, wb, Vb)
-            add(a, fold(X, lower=str(uplo).upper() == "L"))
-        return (NO_R, NO_R, *map(rdata, rest))
+            accumulate(a, fold(X, lower=str(uplo).upper() == "L"))
+        return (NO_R, NO_R, *map(zero_rdata_of, rest))
 
     return out, pullback
 
@@ -215,14 +209,14 @@ def eigvalsh_rrule(f: CoDual, a: CoDual, *rest: CoDual, **kwargs: Any) -> tuple[
     generalized gradient.
 
     The primal is numpy's eigvalsh; the eigenvectors are computed in the pullback."""
-    uplo = _p(_bind_eigh((a, *rest), kwargs)["UPLO"])
-    out = new_output(np.linalg.eigvalsh(a.x, *map(_p, rest), **kwargs))
+    uplo = primal(_bind_eigh((a, *rest), kwargs)["UPLO"])
+    out = new_output(np.linalg.eigvalsh(a.x, *map(primal, rest), **kwargs))
 
     def pullback(dy: Any) -> tuple[Any, ...]:
-        if dx_of(a) is not None:
+        if array_fdata(a) is not None:
             _, V = np.linalg.eigh(a.x, uplo)
-            add(a, fold((V * out.dx[..., None, :]) @ mH(V), lower=str(uplo).upper() == "L"))
-        return (NO_R, NO_R, *map(rdata, rest))
+            accumulate(a, fold((V * out.dx[..., None, :]) @ mH(V), lower=str(uplo).upper() == "L"))
+        return (NO_R, NO_R, *map(zero_rdata_of, rest))
 
     return out, pullback
 
@@ -299,7 +293,7 @@ def svd_rrule(f: CoDual, a: CoDual, *rest: CoDual, **kwargs: Any) -> tuple[CoDua
     full_matrices=True of a non-square A: the extra columns of U (or rows of Vh) are not
     unique, their cotangent must be 0. hermitian=True is not supported (use eigh)."""
     args = _bind_svd((a, *rest), kwargs)
-    fm, uv, herm = (bool(_p(args[k])) for k in ("full_matrices", "compute_uv", "hermitian"))
+    fm, uv, herm = (bool(primal(args[k])) for k in ("full_matrices", "compute_uv", "hermitian"))
     if herm:
         raise NotImplementedError(
             "np.linalg.svd(hermitian=True) has no rule: use hermitian=False or np.linalg.eigh."
@@ -313,8 +307,8 @@ def svd_rrule(f: CoDual, a: CoDual, *rest: CoDual, **kwargs: Any) -> tuple[CoDua
     k = s.shape[-1]
 
     def pullback(dy: Any) -> tuple[Any, ...]:
-        if dx_of(a) is not None:
-            Ub, sb, Vhb = (elem_cot(out, dy, i) for i in range(3))
+        if array_fdata(a) is not None:
+            Ub, sb, Vhb = (element_cotangent(out, dy, i) for i in range(3))
             extra_u = Ub is not None and Ub.shape[-1] > k and np.any(Ub[..., k:])
             if extra_u or (Vhb is not None and Vhb.shape[-2] > k and np.any(Vhb[..., k:, :])):
                 raise NotImplementedError(
@@ -324,8 +318,8 @@ def svd_rrule(f: CoDual, a: CoDual, *rest: CoDual, **kwargs: Any) -> tuple[CoDua
                 )
             Ub = None if Ub is None else Ub[..., :k]
             Vhb = None if Vhb is None else Vhb[..., :k, :]
-            add(a, _svd_bar(U[..., :k], s, Vh[..., :k, :], Ub, sb, Vhb))
-        return (NO_R, NO_R, *map(rdata, rest))
+            accumulate(a, _svd_bar(U[..., :k], s, Vh[..., :k, :], Ub, sb, Vhb))
+        return (NO_R, NO_R, *map(zero_rdata_of, rest))
 
     return out, pullback
 
@@ -334,9 +328,9 @@ def _values_rule(s: np.ndarray, a: CoDual, nrest: int) -> tuple[CoDual, Any]:
     out = new_output(s)
 
     def pullback(dy: Any) -> tuple[Any, ...]:
-        if dx_of(a) is not None:
+        if array_fdata(a) is not None:
             u, _, vh = np.linalg.svd(a.x, full_matrices=False)
-            add(a, (u * out.dx[..., None, :]) @ vh)
+            accumulate(a, (u * out.dx[..., None, :]) @ vh)
         return (NO_R, NO_R) + (NO_R,) * nrest
 
     return out, pullback

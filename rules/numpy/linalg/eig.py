@@ -28,18 +28,17 @@ import numpy as np
 
 import rulekit
 from rulekit import Array, CoDual
+from rules._support.arguments import array_fdata
+from rules._support.cotangents import NO_R, accumulate, element_cotangent
 from rules._support.linalg import (
     DegenerateSpectrumError,
-    add,
     check_gauge,
     diag_view,
-    dx_of,
-    elem_cot,
     mH,
     safe_divide,
     spectral_tol,
 )
-from rules._support.util import NO_R, new_output
+from rules._support.outputs import new_output
 
 __all__ = ["eig_rrule", "eigvals_rrule"]
 
@@ -103,14 +102,14 @@ def _eig_examples() -> list[rulekit.Example]:
 def eig_rrule(f: CoDual, a: CoDual) -> tuple[CoDual, Any]:
     """(λ, V) = eig(A)  ⇒  Ā += V⁻ᴴ (diag(λ̄) + K/conj(E)) Vᴴ (see the module docstring)."""
     res = np.linalg.eig(a.x)
-    if dx_of(a) is None:
+    if array_fdata(a) is None:
         return CoDual(res, None), lambda dy: (NO_R, NO_R)
     out = new_output(res)
 
     def eig_pullback(dy: Any) -> tuple[Any, ...]:
-        wb, Vb = elem_cot(out, dy, 0), elem_cot(out, dy, 1)
+        wb, Vb = element_cotangent(out, dy, 0), element_cotangent(out, dy, 1)
         if wb is not None or Vb is not None:
-            add(a, _eig_bar(res.eigenvalues, res.eigenvectors, wb, Vb, "np.linalg.eig"))
+            accumulate(a, _eig_bar(res.eigenvalues, res.eigenvectors, wb, Vb, "np.linalg.eig"))
         return NO_R, NO_R
 
     return out, eig_pullback
@@ -147,14 +146,14 @@ def eigvals_rrule(f: CoDual, a: CoDual) -> tuple[CoDual, Any]:
     """λ = eigvals(A)  ⇒  Ā += V⁻ᴴ diag(λ̄) Vᴴ. The primal is numpy's eigvals; V comes from
     eig in the pullback, its eigenvalues matched to λ's order."""
     w = np.linalg.eigvals(a.x)
-    if dx_of(a) is None:
+    if array_fdata(a) is None:
         return CoDual(w, None), lambda dy: (NO_R, NO_R)
     out = new_output(w)
 
     def eigvals_pullback(dy: Any) -> tuple[Any, ...]:
         w2, V = np.linalg.eig(a.x)
         V = np.take_along_axis(V, _match(w, w2)[..., None, :], axis=-1)
-        add(a, _eig_bar(w, V, out.dx, None, "np.linalg.eigvals"))
+        accumulate(a, _eig_bar(w, V, out.dx, None, "np.linalg.eigvals"))
         return NO_R, NO_R
 
     return out, eigvals_pullback

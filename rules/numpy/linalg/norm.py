@@ -30,16 +30,13 @@ import numpy as np
 
 import rulekit
 from rulekit import Array, CoDual, Example, Vararg, example
-from rules._support.util import scalar_rdata
+from rules._support.cotangents import add_to_fdata, no_rdata, output_cotangent, scalar_rdata
+from rules._support.outputs import new_output
 from rules.numpy.reductions._common import (
-    add,
     axes_of,
-    bind,
-    cotangent,
     expand,
-    nulls,
-    output,
     plan,
+    read_options,
     reject_traced_scalars,
     safe_div,
 )
@@ -74,9 +71,9 @@ def _sgn(x: np.ndarray) -> np.ndarray:
 def norm_rrule(f: CoDual, x: CoDual, *args: CoDual, **kwargs: Any) -> tuple[CoDual, Any]:
     """y = ‖x‖_ord over `axis` (see the module docstring for x̄ per ord)."""
     y = np.linalg.norm(x.x, *[a.x for a in args], **kwargs)
-    out = output(y)
-    none = nulls(args)
-    o = bind(_NAMES, args, kwargs)
+    out = new_output(y)
+    none = no_rdata(len(args) + 2)
+    o = read_options(_NAMES, args, kwargs)
     reject_traced_scalars("np.linalg.norm", _NAMES, args, allowed=("ord",))
     ord_, axis, nd = o.get("ord"), o.get("axis"), x.x.ndim
     if axis is None:
@@ -93,7 +90,7 @@ def norm_rrule(f: CoDual, x: CoDual, *args: CoDual, **kwargs: Any) -> tuple[CoDu
         )
 
     def norm_pullback(dy: Any) -> tuple[Any, ...]:
-        g = expand(cotangent(out, dy), kshape)
+        g = expand(output_cotangent(out, dy), kshape)
         yk = expand(y, kshape)
         if x.dx is not None:
             if matrix:
@@ -134,27 +131,27 @@ def _vector_dp(v: np.ndarray, p: Any, axes: tuple[int, ...], g: Any, yk: Any) ->
 def _vector(x: CoDual, p: Any, axes: tuple[int, ...], g: Any, yk: Any) -> None:
     v = x.x
     if p is None or p == 2:
-        add(x, v * safe_div(g, yk))
+        add_to_fdata(x.dx, v * safe_div(g, yk))
     elif p == 0:
         return  # a count: zero derivative
     elif p == 1:
-        add(x, _sgn(v) * g)
+        add_to_fdata(x.dx, _sgn(v) * g)
     elif p in (np.inf, -np.inf):
         hit, count = tie_split(np.abs(v), yk, axes)  # ties split equally, as for max
-        add(x, _sgn(v) * hit * (g / count))
+        add_to_fdata(x.dx, _sgn(v) * hit * (g / count))
     else:
         a = np.abs(v)
         r = safe_div(a, yk)
         w = np.zeros_like(r)
         np.power(r, p - 1, out=w, where=r != 0)
-        add(x, _sgn(v) * w * g)
+        add_to_fdata(x.dx, _sgn(v) * w * g)
 
 
 def _matrix(x: CoDual, p: Any, axes: tuple[int, ...], g: Any, yk: Any) -> None:
     v = x.x
     r, c = axes
     if p in (None, "fro", "f"):
-        add(x, v * safe_div(g, yk))
+        add_to_fdata(x.dx, v * safe_div(g, yk))
     elif p in (1, -1, np.inf, -np.inf):
         over, pick = (r, c) if p in (1, -1) else (c, r)  # Σ over rows: column sums
         sums = np.sum(np.abs(v), axis=over, keepdims=True)
@@ -165,7 +162,7 @@ def _matrix(x: CoDual, p: Any, axes: tuple[int, ...], g: Any, yk: Any) -> None:
         )
         hit = sums == best
         count = np.maximum(np.sum(hit, axis=pick, keepdims=True), 1)  # ≥ 1 (NaN: no hit)
-        add(x, _sgn(v) * (hit * (g / count)))
+        add_to_fdata(x.dx, _sgn(v) * (hit * (g / count)))
     else:  # 2, -2, 'nuc': through the SVD of the matrices moved to the last two axes
         vm = np.moveaxis(v, axes, (-2, -1))
         u, s, vh = np.linalg.svd(vm, full_matrices=False)

@@ -3,8 +3,8 @@
 A reduction `y = R(x)` over `axes` hands its cotangent back to every element of
 the reduced lanes, so most pullbacks are "expand ȳ to the kept-dims shape, scale
 it elementwise, add it into x̄". These helpers do the bookkeeping once:
-binding the numpy options, normalizing `axis`, reshaping ȳ so it broadcasts
-against `x`, and adding a (possibly complex) cotangent into a real fdata.
+reading the numpy options, normalizing `axis`, and reshaping ȳ so it broadcasts
+against `x` (the cotangent goes into x̄ with `rules._support.cotangents.add_to_fdata`).
 See docs/conventions-reductions.md.
 """
 
@@ -18,25 +18,21 @@ import numpy as np
 from numpy.lib.array_utils import normalize_axis_tuple
 
 from rulekit import CoDual
-from rules._support.layout import zeros_like_exact
-from rules._support.util import NO_F, NO_R
+from rules._support.cotangents import no_rdata
+from rules._support.outputs import new_output
 
 __all__ = [
     "NOVALUE",
-    "add",
     "axes_of",
-    "bind",
-    "cotangent",
     "differentiable",
     "expand",
     "flag",
     "forward",
     "kept_shape",
     "lane_count",
-    "nulls",
     "option",
-    "output",
     "plan",
+    "read_options",
     "reject_traced_scalars",
     "safe_div",
     "simple_call",
@@ -49,8 +45,12 @@ NOVALUE: Any = np._NoValue  # numpy's "argument not given" marker (keepdims=<no 
 _SCALARS = (float, complex, np.inexact)
 
 
-def bind(names: Sequence[str], args: Sequence[CoDual], kwargs: dict[str, Any]) -> dict[str, Any]:
-    """The options of a call `fn(a, *args, **kwargs)`: `names` are fn's parameters after `a`.
+def read_options(
+    names: Sequence[str], args: Sequence[CoDual], kwargs: dict[str, Any]
+) -> dict[str, Any]:
+    """The options of a call `fn(a, *args, **kwargs)` by name: `names` are fn's parameters
+    after `a` (not `rules._support.binding`: numpy's reductions have no Python signature to
+    bind to, and numpy has already checked the call).
 
     Positional CoDuals are unwrapped; keyword values stay as given (a traced
     keyword array, e.g. `weights=`, is a CoDual). Call numpy first: it has
@@ -81,7 +81,7 @@ def forward(
     """The forward pass the reduction rules share: numpy's `y = f(x, *args, **kwargs)`.
 
     Returns `(y, out, none, o)`: numpy's result, its CoDual (`output`), the
-    all-NoRData rdata (`nulls`) and the bound options (`bind`, `names` being the
+    all-NoRData rdata (`no_rdata`) and the options (`read_options`, `names` being the
     function's parameters after `x`), with options other than `allowed` refused
     as traced numbers (`reject_traced_scalars`). `o` is None when `y` carries no
     cotangent (an integer `dtype=`): the rule then returns `out, lambda dy: none`.
@@ -89,11 +89,11 @@ def forward(
     """
     fn = f.x
     y = fn(x.x, *[a.x for a in args], **(kwargs if call_kwargs is None else call_kwargs))
-    out = output(y)
-    none = nulls(args)
+    out = new_output(y)
+    none = no_rdata(len(args) + 2)
     if not differentiable(y):
         return y, out, none, None
-    o = bind(names, args, kwargs)
+    o = read_options(names, args, kwargs)
     reject_traced_scalars(f"np.{fn.__name__}", names, args, allowed)
     return y, out, none, o
 
@@ -158,7 +158,6 @@ def plan(axis: Any, shape: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int,
 
 
 _F64, _F32 = np.dtype(np.float64), np.dtype(np.float32)
-_NULLS = ((NO_R, NO_R), (NO_R, NO_R, NO_R))
 
 
 def simple_call(
@@ -199,20 +198,12 @@ def simple_call(
                 return None
         elif axis >= nd:
             return None
-    return axis, keepdims, _NULLS[len(args)]
+    return axis, keepdims, no_rdata(len(args) + 2)
 
 
 def split_lanes(shape: tuple[int, ...], axis: int) -> tuple[int, int, int]:
     """`(pre, n, post)`: a C-ordered array of `shape` as lanes `[p, :, q]` along `axis`."""
     return math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1 :])
-
-
-def output(y: Any) -> CoDual:
-    """The CoDual of a reduction's new output: zero fdata for a float/complex array."""
-    if type(y) is np.ndarray:
-        # (laid out like y: a cumsum of an F-ordered array is F-ordered, issue #11)
-        return CoDual(y, zeros_like_exact(y) if y.dtype.kind in "fc" else NO_F)
-    return CoDual(y, NO_F)
 
 
 def where_mask(o: dict[str, Any]) -> Any:
@@ -228,32 +219,9 @@ def differentiable(y: Any) -> bool:
     return isinstance(y, _SCALARS)
 
 
-def cotangent(out: CoDual, dy: Any) -> Any:
-    """ȳ: the output's fdata for an array output, the pullback's argument for a scalar one."""
-    return out.dx if type(out.x) is np.ndarray else dy
-
-
 def expand(v: Any, kshape: tuple[int, ...]) -> Any:
     """A reduction's output (or its cotangent) reshaped to broadcast against the input."""
     return v.reshape(kshape) if type(v) is np.ndarray else v
-
-
-def add(x: CoDual, g: Any) -> None:
-    """`x̄ += g` in place (g broadcasts to x̄); a real x̄ takes the real part of a complex g."""
-    dx = x.dx
-    if dx.dtype.kind != "c":
-        t = type(g)
-        if t is np.ndarray:
-            if g.dtype.kind == "c":
-                g = g.real
-        elif t is complex or isinstance(g, np.complexfloating):
-            g = g.real
-    dx += g
-
-
-def nulls(args: Sequence[Any]) -> tuple[Any, ...]:
-    """The rdata of a call whose only differentiable argument is an array: all NoRData."""
-    return (NO_R,) * (len(args) + 2)
 
 
 def lane_count(shape: tuple[int, ...], axes: tuple[int, ...], where: Any) -> Any:

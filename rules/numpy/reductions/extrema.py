@@ -21,12 +21,12 @@ import numpy as np
 
 import rulekit
 from rulekit import Array, CoDual, Example, Vararg, example
+from rules._support.cotangents import output_cotangent
+from rules._support.outputs import new_output
 from rules.numpy.reductions._common import (
-    cotangent,
     expand,
     forward,
     option,
-    output,
     plan,
     simple_call,
     split_lanes,
@@ -118,7 +118,7 @@ def _extremum_general(
     def extremum_pullback(dy: Any) -> tuple[Any, ...]:
         if x.dx is not None:
             hit, count = tie_split(x.x, expand(y, kshape), axes, where, initial, skip_nan)
-            scale = expand(cotangent(out, dy), kshape) / count
+            scale = expand(output_cotangent(out, dy), kshape) / count
             np.add(x.dx, scale, out=x.dx, where=hit)  # x̄ += hit·ȳ/count in one pass
         return none
 
@@ -144,7 +144,7 @@ def _extremum_simple(
     """
     X = x.x
     y = reduce(X, axis, None, None, keepdims)  # what np.max / np.min compute
-    out = output(y)
+    out = new_output(y)
 
     def extremum_simple_pullback(dy: Any) -> tuple[Any, ...]:
         dx = x.dx

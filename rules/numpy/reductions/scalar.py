@@ -13,7 +13,7 @@ import numpy as np
 
 import rulekit
 from rulekit import CoDual, Vararg
-from rules._support.util import NO_F, NO_R
+from rules._support.cotangents import NO_F, NO_R
 
 __all__ = ["scalar_reduction_rrule"]
 

@@ -17,19 +17,18 @@ import numpy as np
 
 import rulekit
 from rulekit import Array, CoDual, Example, NoRData, Vararg, example
-from rules._support.util import fdata, new_output, primal, unbroadcast
+from rules._support.arguments import fdata, primal
+from rules._support.cotangents import add_to_fdata, no_rdata, output_cotangent, unbroadcast
+from rules._support.outputs import new_output
 from rules.numpy.reductions._common import (
-    add,
     axes_of,
-    bind,
-    cotangent,
     expand,
     flag,
     forward,
     lane_count,
-    nulls,
     option,
     plan,
+    read_options,
     reject_traced_scalars,
     safe_div,
     where_mask,
@@ -90,16 +89,18 @@ def var_rrule(f: CoDual, x: CoDual, *args: CoDual, **kwargs: Any) -> tuple[CoDua
         else:
             mu = primal(given_mean)
         d = x.x - mu
-        g = expand(cotangent(out, dy), kshape)
+        g = expand(output_cotangent(out, dy), kshape)
         n = dof if np.all(dof > 0) else np.where(dof > 0, dof, np.nan)  # ddof ≥ N: NaN
         s = safe_div(g, n * expand(y, kshape)) if std else g * (2 / n)
         gx = d * s
         if where is not None:
             gx = gx * where
         if x.dx is not None:
-            add(x, gx)
+            add_to_fdata(x.dx, gx)
         if mbar is not None:
-            add(given_mean, -unbroadcast(np.sum(gx, axis=axes, keepdims=True), mbar.shape))
+            add_to_fdata(
+                given_mean.dx, -unbroadcast(np.sum(gx, axis=axes, keepdims=True), mbar.shape)
+            )
         return none
 
     return out, var_pullback
@@ -127,7 +128,7 @@ def average_rrule(f: CoDual, x: CoDual, *args: CoDual, **kwargs: Any) -> tuple[C
     `returned=True` returns (y, W); W̄ is its cotangent (none without weights,
     where W is a count). The weights may be traced, positionally or as weights=.
     """
-    o = bind(_AVERAGE, args, kwargs)
+    o = read_options(_AVERAGE, args, kwargs)
     reject_traced_scalars("np.average", _AVERAGE, args)
     wcd: Any = o.get("weights")
     wts = primal(wcd)
@@ -137,7 +138,7 @@ def average_rrule(f: CoDual, x: CoDual, *args: CoDual, **kwargs: Any) -> tuple[C
     pos = [a.x for a in args]
     y = np.average(x.x, *pos, **call_kw)
     out = new_output(y)
-    none = nulls(args)
+    none = no_rdata(len(args) + 2)
     returned = flag(o, "returned")
     axis = o.get("axis")
     axes, kshape = plan(axis, x.x.shape)
@@ -152,17 +153,17 @@ def average_rrule(f: CoDual, x: CoDual, *args: CoDual, **kwargs: Any) -> tuple[C
             else:
                 gy, gw_total = (0.0 if isinstance(d, NoRData) else d for d in dy)
         else:
-            gy, gw_total = cotangent(out, dy), None
+            gy, gw_total = output_cotangent(out, dy), None
         g = expand(gy, kshape)
         wdx = fdata(wcd)
         if wts is None:
             if x.dx is not None:
-                add(x, g / (x.x.size // max(np.size(avg), 1)))
+                add_to_fdata(x.dx, g / (x.x.size // max(np.size(avg), 1)))
             return none
         wb = _broadcastable_weights(np.asarray(wts), x.x.shape, axis)
         total = np.sum(wb, axis=axes, keepdims=True)
         if x.dx is not None:
-            add(x, np.conj(wb / total) * g)
+            add_to_fdata(x.dx, np.conj(wb / total) * g)
         if wdx is not None:
             gw = np.conj((x.x - expand(avg, kshape)) / total) * g
             if gw_total is not None:
@@ -171,7 +172,7 @@ def average_rrule(f: CoDual, x: CoDual, *args: CoDual, **kwargs: Any) -> tuple[C
             if wb.shape != np.shape(wts):
                 p = np.argsort(axes)
                 gw = gw.reshape(tuple(np.shape(wts)[i] for i in p)).transpose(np.argsort(p))
-            add(wcd, gw)
+            add_to_fdata(wcd.dx, gw)
         return none
 
     return out, average_pullback

@@ -1,14 +1,20 @@
 """More shape rules: append, atleast_1d/2d/3d, column_stack, rot90, np.astype, partition,
 real_if_close.
 
-Views alias fdata as in `rules.numpy.shape.views` (see `rules._support.shape`): `atleast_*d`,
-`rot90` and `real_if_close` return views of (or the very same) input, whose
-fdata is the same view of the input's fdata, and their pullbacks do nothing.
-The others build new arrays out of input elements, and their adjoints gather
-ȳ back:
+`append`, `column_stack`, `rot90` and `np.astype` are linear and declared once each
+(`rulekit.linear`); their adjoints gather ȳ back:
 
     y = append(a, v, axis)    ⇒  ā += ȳ[first block],  v̄ += ȳ[second block]
     y = column_stack(xs)      ⇒  x̄ₖ += ȳ[:, columns of xₖ] (1-D/0-d: reshaped back)
+    y = rot90(x, k, axes)     ⇒  x̄ += rot90(ȳ, −k, axes)   (a view: its fdata is rot90(x̄))
+    y = np.astype(x, d)       ⇒  x̄ += ȳ cast back (Re ȳ for a real x)
+
+The others stay hand-written, with the reason: `atleast_*d` takes any number of
+arguments and returns views of (or the very same) inputs, a scalar becoming a new
+array; `partition` and `real_if_close` are linear only for a data-dependent choice
+(the permutation; whether the imaginary parts are dropped):
+
+    y = atleast_nd(x)         ⇒  a view of x (fdata: the same view of x̄); scalar x: x̄ = Σ ȳ
     y = partition(x, kth)     ⇒  x̄[P] += ȳ, P the permutation with y = x[P]
     y = real_if_close(x)      ⇒  y = Re x (a view) when the imaginary parts are negligible
 
@@ -24,103 +30,65 @@ from typing import Any, Union
 
 import numpy as np
 
-from rulekit import CoDual, Vararg, example, rrule
-from rules._support.arraylike import Seq, as_array, binder, give, inactive, primals
-from rules._support.shape import INEXACT, no_pullback, nulls, seq_fdata, seq_rdata
-from rules._support.util import NO_F, NO_R, is_inexact_array, new_output, randn, scalar_rdata
-from rules.numpy.shape.views import astype_rrule, view_rrule
-from rules.numpy.ufuncs._common import Inexact, Numeric
+from rulekit import CoDual, Vararg, example, linear, rrule
+from rules._support.arguments import primals
+from rules._support.binding import binder
+from rules._support.cotangents import NO_F, no_pullback, no_rdata, scalar_rdata
+from rules._support.examples import randn
+from rules._support.outputs import inactive_output, is_inexact_array, new_output
+from rules._support.patterns import Inexact, InexactArray, Numeric, Seq
+from rules.numpy.shape.views import always_a_view
 
-__all__ = [
-    "append_rrule",
-    "atleast_rrule",
-    "column_stack_rrule",
-    "np_astype_rrule",
-    "partition_rrule",
-    "real_if_close_rrule",
-]
+__all__ = ["atleast_rrule", "partition_rrule", "real_if_close_rrule"]
 
 ArrayLike = Union[Numeric, list, tuple]
 
 
-# -- append ---------------------------------------------------------------------------------
-
-_bind_append = binder(np.append)
+# -- append: linear in both arrays ----------------------------------------------------------
 
 
-def append_rrule(
-    f: CoDual, arr: CoDual, values: CoDual, *args: CoDual, **kwargs: Any
-) -> tuple[CoDual, Any]:
-    """y = append(a, v, axis): axis None ⇒ ā += ȳ[:a.size] (reshaped), v̄ += ȳ[a.size:];
-    else ā += ȳ[..., :a.shape[axis], ...], v̄ += the rest (along `axis`)."""
-    b = _bind_append((arr, values, *args), kwargs)
-    axis = b.value("axis")
-    a_ = primals(args, kwargs)
-    y = np.append(arr.x, values.x, *a_[0], **a_[1])
-    if (arr.dx is None and values.dx is None) or not is_inexact_array(y):
-        return inactive(y, 3 + len(args))
-    out = new_output(y)
-    A, V = as_array(arr), as_array(values)
-
-    def append_pullback(dy: Any) -> tuple[Any, ...]:
-        g = out.dx
-        if axis is None:
-            ga, gv = g[: A.size].reshape(A.shape), g[A.size :].reshape(V.shape)
-        else:
-            lead = (slice(None),) * (axis % g.ndim)
-            k = A.shape[axis]
-            ga, gv = g[(*lead, slice(0, k))], g[(*lead, slice(k, None))]
-        return b.rdata({"arr": give(arr, ga), "values": give(values, gv)})
-
-    return out, append_pullback
+def _append_blocks(g: np.ndarray, arr: Any, values: Any, axis: Any = None) -> tuple[Any, Any]:
+    """The blocks of ȳ that `arr` and `values` became (axis None: both flattened)."""
+    A, V = np.asarray(arr), np.asarray(values)
+    if axis is None:
+        return g[: A.size].reshape(A.shape), g[A.size :].reshape(V.shape)
+    lead = (slice(None),) * (axis % g.ndim)
+    k = A.shape[axis]
+    return g[(*lead, slice(0, k))], g[(*lead, slice(k, None))]
 
 
-def _append_examples() -> list[Any]:
-    return [
+linear(
+    np.append,
+    (
+        lambda g, arr, values, axis=None: _append_blocks(g, arr, values, axis)[0],
+        lambda g, arr, values, axis=None: _append_blocks(g, arr, values, axis)[1],
+    ),
+    patterns=[(ArrayLike, ArrayLike, Vararg[Any])],
+    argnums=(0, 1),
+    examples=lambda: [
         example(randn(2, 3), randn(2, seed=1)),
         example(randn(2, 3, dtype=np.float32), randn(1, 3, seed=1), axis=0),
         example(randn(3, 2), 1.5, None),
         example(randn(2, 2, dtype=np.complex128), [np.float64(2.0), np.float64(-1.0)]),
-    ]
-
-
-rrule.register(np.append, ArrayLike, ArrayLike, Vararg[Any], examples=_append_examples)(
-    append_rrule
+    ],
 )
 
 
 # -- np.astype (the numpy-2 function; the method's rule is in rules.numpy.shape.views) ---
 
-
-def np_astype_rrule(f: CoDual, x: CoDual, dtype: CoDual, **kwargs: Any) -> tuple[CoDual, Any]:
-    """y = np.astype(x, d): as `x.astype(d)` (see rules.numpy.shape.views.astype_rrule).
-    A numpy scalar x gives a scalar: x̄ = ȳ (Re ȳ for a real x)."""
-    device = kwargs.get("device")
-    if device is not None and device != "cpu":
-        return inactive(np.astype(x.x, dtype.x, **kwargs), 3)  # numpy raises
-    copy = kwargs.get("copy", True)
-    if isinstance(x.x, np.ndarray):
-        return astype_rrule(f, x, dtype, copy=copy)
-    y = np.astype(x.x, dtype.x, copy=copy)
-    if x.dx is None or np.dtype(type(y)).kind not in "fc":
-        return inactive(y, 3)
-
-    def astype_scalar_pullback(dy: Any) -> tuple[Any, ...]:
-        return NO_R, scalar_rdata(x.x, dy), NO_R
-
-    return new_output(y), astype_scalar_pullback
-
-
-def _np_astype_examples() -> list[Any]:
-    return [
+#: y = np.astype(x, d): as `x.astype(d)`; a numpy scalar x gives a scalar: x̄ = ȳ (Re ȳ for
+#: a real x)
+linear(
+    np.astype,
+    lambda g, x, dtype, **kwargs: g,
+    patterns=[(Inexact, Any)],
+    examples=lambda: [
         example(randn(2, 3), np.float32),
         example(randn(3, dtype=np.float32), np.complex128),
         example(randn(2, dtype=np.complex128), np.complex64, copy=False),
         example(np.float64(1.25), np.float32),
-    ]
-
-
-rrule.register(np.astype, Inexact, Any, examples=_np_astype_examples)(np_astype_rrule)
+    ],
+)
 
 
 # -- atleast_1d/2d/3d: views (a scalar argument becomes a new array) --------------------------
@@ -154,7 +122,7 @@ def atleast_rrule(f: CoDual, *arys: CoDual) -> tuple[CoDual, Any]:
         out = CoDual(ys, tuple(fds))
     if not scalars:
         return out, no_pullback(n)
-    result = list(nulls(n))
+    result = list(no_rdata(n))
 
     def atleast_pullback(dy: Any) -> tuple[Any, ...]:
         for k in scalars:
@@ -177,56 +145,47 @@ for _fn in (np.atleast_1d, np.atleast_2d, np.atleast_3d):
     rrule.register(_fn, Vararg[Numeric], examples=_atleast_examples)(atleast_rrule)
 
 
-# -- column_stack ---------------------------------------------------------------------------
+# -- column_stack: linear in the sequence ------------------------------------------------------
 
 
-def column_stack_rrule(f: CoDual, seq: CoDual) -> tuple[CoDual, Any]:
-    """y = column_stack(xs): xₖ of ndim < 2 is one column  ⇒  x̄ₖ += ȳ[:, column] (reshaped
-    to xₖ's shape); xₖ of ndim ≥ 2 ⇒ x̄ₖ += ȳ[:, its columns]."""
-    xs, _ = seq_fdata(seq)
-    y = np.column_stack(xs)
-    if seq.dx is None or not is_inexact_array(y):
-        return inactive(y, 2)
-    out = new_output(y)
-    shapes = [np.shape(x) for x in xs]
-
-    def column_stack_pullback(dy: Any) -> tuple[Any, ...]:
-        g = out.dx
-        grads, start = [], 0
-        for shape in shapes:
-            k = 1 if len(shape) < 2 else shape[1]
-            piece = g[:, start : start + k]
-            start += k
-            grads.append(piece.reshape(shape) if len(shape) < 2 else piece)
-        return NO_R, seq_rdata(seq, grads)
-
-    return out, column_stack_pullback
+def _column_stack_adjoint(g: np.ndarray, tup: Any) -> list[Any]:
+    """x̄ₖ += ȳ[:, the columns of xₖ] (one column, reshaped back, for ndim < 2)."""
+    grads, start = [], 0
+    for x in tup:
+        shape = np.shape(x)
+        k = 1 if len(shape) < 2 else shape[1]
+        piece = g[:, start : start + k]
+        start += k
+        grads.append(piece.reshape(shape) if len(shape) < 2 else piece)
+    return grads
 
 
-def _column_stack_examples() -> list[Any]:
-    return [
+linear(
+    np.column_stack,
+    _column_stack_adjoint,
+    patterns=[(Seq,)],
+    examples=lambda: [
         example([randn(3), randn(3, seed=1)]),
         example((randn(2, 2, dtype=np.float32), randn(2, seed=1))),
         example([randn(), np.float64(0.5), randn(1, 2, dtype=np.complex128)]),
-    ]
-
-
-rrule.register(np.column_stack, Seq, examples=_column_stack_examples)(column_stack_rrule)
+    ],
+)
 
 
 # -- rot90: a view --------------------------------------------------------------------------
 
-
-def _rot90_examples() -> list[Any]:
-    return [
+linear(
+    np.rot90,
+    lambda g, m, k=1, axes=(0, 1): np.rot90(g, -k, axes),
+    patterns=[(InexactArray, Vararg[Any])],
+    view=always_a_view,
+    examples=lambda: [
         example(randn(2, 3)),
         example(randn(2, 3, 2, dtype=np.float32), 3, (2, 0)),
         example(randn(3, 2, dtype=np.complex128), k=-2),
         example(randn(2, 2), 4),
-    ]
-
-
-rrule.register(np.rot90, INEXACT, Vararg[Any], examples=_rot90_examples)(view_rrule(np.rot90))
+    ],
+)
 
 
 # -- partition ------------------------------------------------------------------------------
@@ -249,7 +208,7 @@ def partition_rrule(f: CoDual, a: CoDual, *args: CoDual, **kwargs: Any) -> tuple
     p = primals(args, kwargs)
     y = np.partition(a.x, *p[0], **p[1])
     if a.dx is None:
-        return inactive(y, 2 + len(args))
+        return inactive_output(y, 2 + len(args))
     out = new_output(y)
     axis = b.value("axis")
 
@@ -259,7 +218,7 @@ def partition_rrule(f: CoDual, a: CoDual, *args: CoDual, **kwargs: Any) -> tuple
         g = np.empty_like(out.dx)
         np.put_along_axis(g, _permutation(x, y, ax), out.dx, axis=ax)
         a.dx += g.reshape(a.x.shape)
-        return nulls(2 + len(args))
+        return no_rdata(2 + len(args))
 
     return out, partition_pullback
 
@@ -273,7 +232,9 @@ def _partition_examples() -> list[Any]:
     ]
 
 
-rrule.register(np.partition, INEXACT, Vararg[Any], examples=_partition_examples)(partition_rrule)
+rrule.register(np.partition, InexactArray, Vararg[Any], examples=_partition_examples)(
+    partition_rrule
+)
 
 
 # -- real_if_close: the input itself, or a view of its real part ------------------------------
@@ -299,6 +260,6 @@ def _real_if_close_examples() -> list[Any]:
     ]
 
 
-rrule.register(np.real_if_close, INEXACT, Vararg[Any], examples=_real_if_close_examples)(
+rrule.register(np.real_if_close, InexactArray, Vararg[Any], examples=_real_if_close_examples)(
     real_if_close_rrule
 )

@@ -21,3 +21,4 @@ from rules.numpy.ufuncs import scalar as scalar
 # allocation-free stateful rules for the hot ufuncs on float arrays
 from rules.numpy.ufuncs import fused as fused
 from rules.numpy.ufuncs import inplace as inplace  # `out=` forms of + − · / (`z += w`) in one pass
+from rules.numpy.ufuncs import methods as methods  # reduce, accumulate, outer, reduceat

@@ -1,12 +1,11 @@
-"""Machinery shared by the ufunc rules: operand patterns, generic unary/binary rules, helpers.
+"""Machinery shared by the ufunc rules: operand patterns, declarations, cotangent helpers.
 
-A unary rule is `unary(np.sin, pull)` with `pull(x, y, ȳ) -> x̄ contribution`; a binary
-rule is `binary(np.divide, pull)` with `pull(a, b, A, B, Y, ȳ) -> (ā rdata, b̄ rdata)`,
-where `a`, `b` are the CoDuals (their adjoints are added with `acc`) and `A`, `B`, `Y`
-the primals. Pulls follow the complex convention `x̄ = conj(f'(x))·ȳ` and must never
-modify `x`, `y` or `ȳ` in place; they may modify temporaries they created. When the
-output is a scalar (every operand a scalar or 0-d array), the pullback hands the pulls
-1-element arrays, so a pull can always work in place on arrays of the output's shape.
+Differentiable ufuncs are declared once with `rulekit.elementwise` (their partials, see
+`rulekit._elementwise`): `declare` registers the plain rule and keeps the declaration in
+`DECLARATIONS`, where the fast paths (`rules.numpy.ufuncs.scalar`, `.fused`, `.inplace`)
+find the partials they compile or evaluate. The helpers below serve the hand-written rules
+(conjugate, complex |x|, divmod, modf, frexp, clip, where, ...): `accumulate` (x̄ += g,
+unbroadcast) and `differentiable` (the activity test) are the declarations' own.
 """
 
 from __future__ import annotations
@@ -17,10 +16,18 @@ from typing import Any, Union
 import numpy as np
 
 from rulekit import Array, CoDual, NoRData
+from rulekit._elementwise import (
+    Elementwise,
+    accumulate,
+    declaring_module,
+    differentiable,
+    elementwise,
+)
 from rules._support.layout import zeros_like_exact
-from rules._support.util import NO_F, NO_R, scalar_rdata, unbroadcast
+from rules._support.util import NO_F, NO_R, scalar_rdata
 
 __all__ = [
+    "DECLARATIONS",
     "DOMAINS",
     "Complex",
     "Inexact",
@@ -28,19 +35,19 @@ __all__ = [
     "Numeric",
     "Real",
     "RealNumeric",
-    "acc",
-    "acc_masked",
-    "binary",
+    "accumulate",
+    "accumulate_masked",
     "complex_values",
     "conj",
     "cotangent",
+    "declare",
+    "differentiable",
     "nondiff",
     "output",
     "over",
     "scale",
     "tuple_cotangent",
     "ufunc_kwargs",
-    "unary",
     "zero_rdata_of",
 ]
 
@@ -102,33 +109,14 @@ def over(g: Any, t: np.ndarray) -> Any:
     return np.divide(g, t, out=t)
 
 
-def acc(cd: CoDual, g: Any) -> Any:
-    """Add cotangent `g` (output shape, or None for zero) into active `cd`; return its rdata.
-
-    Arrays: `cd.dx += unbroadcast(g)` (real part for a real operand). Scalars: the
-    rdata `type(x)(Σg)`. Non-differentiable operands (ints, bools): `NoRData()`.
-    """
-    dx = cd.dx
-    if type(dx) is _nd:
-        if g is None:
-            return NO_R
-        if g.shape != dx.shape:
-            g = unbroadcast(g, dx.shape)
-        if g.dtype.kind == "c" and dx.dtype.kind != "c":
-            g = g.real
-        dx += g
-        return NO_R
-    return scalar_rdata(cd.x, 0 if g is None else g)
-
-
-def acc_masked(cd: CoDual, g: np.ndarray, mask: np.ndarray) -> Any:
-    """`acc(cd, g·mask)` for a boolean `mask` broadcastable to `g`."""
+def accumulate_masked(cd: CoDual, g: np.ndarray, mask: np.ndarray) -> Any:
+    """`accumulate(cd, g·mask)` for a boolean `mask` broadcastable to `g`."""
     t = np.asarray(mask).astype(g.dtype)
     if t.shape != g.shape:
         t = t * g
     else:
         np.multiply(t, g, out=t)
-    return acc(cd, t)
+    return accumulate(cd, t)
 
 
 def ufunc_kwargs(f: Any, kw: dict[str, Any], *vals: Any) -> tuple[Any, ...]:
@@ -178,116 +166,26 @@ def tuple_cotangent(out: CoDual, dy: Any, i: int) -> Any:
     return None
 
 
-def _nothing(n: int) -> Pullback:
-    result = (NO_R,) * (n + 1)
-    return lambda dy: result
-
-
-def _quietly(pull: Any) -> Any:
-    """`pull` evaluated with numpy's divide/invalid warnings off."""
-
-    def quiet_pull(*args: Any) -> Any:
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return pull(*args)
-
-    return quiet_pull
-
-
 def _fdata(y: np.ndarray) -> np.ndarray:
     # Zero fdata laid out like y (a view of y must view the same elements of ȳ).
     return np.zeros(y.shape, y.dtype) if y.flags.c_contiguous else zeros_like_exact(y)
 
 
-def unary(uf: Any, pull: Callable[[Any, Any, Any], Any], quiet: bool = False) -> Any:
-    """The rule for `y = uf(x)` given `pull(X, Y, ȳ) -> x̄ contribution (conj(f'(X))·ȳ)`.
-
-    `quiet=True` evaluates the pull with numpy's divide/invalid warnings off: for
-    derivatives that are infinite where `uf` itself is finite (sqrt at 0, arcsin at ±1).
-    """
-    none = _nothing(1)
-    p = _quietly(pull) if quiet else pull
-
-    def rule(f: CoDual, x: CoDual, **kw: Any) -> tuple[CoDual, Pullback]:
-        X = x.x
-        if kw:
-            kw, X = ufunc_kwargs(uf, kw, X)
-            y = uf(X, **kw)
-        else:
-            y = uf(X)
-        if type(y) is _nd:
-            if y.dtype.kind not in "fc":
-                return CoDual(y, NO_F), none
-            g = _fdata(y)
-            if x.dx is None:
-                return CoDual(y, g), none
-
-            def pullback(dy: Any) -> tuple[Any, Any]:
-                return (NO_R, acc(x, p(X, y, g)))
-
-            return CoDual(y, g), pullback
-        if x.dx is None:
-            return CoDual(y, NO_F), none
-
-        def scalar_pullback(dy: Any) -> tuple[Any, Any]:
-            gs = _scalar_g(dy)
-            if gs is None:
-                return (NO_R, acc(x, None))
-            return (NO_R, acc(x, p(np.reshape(X, (1,)), np.reshape(y, (1,)), gs)))
-
-        return CoDual(y, NO_F), scalar_pullback
-
-    rule.__name__ = rule.__qualname__ = f"{uf.__name__}_rrule"
-    rule.__doc__ = pull.__doc__
-    return rule
+#: the declaration of every differentiable ufunc, by ufunc (the fast paths derive from them)
+DECLARATIONS: dict[Any, Elementwise] = {}
 
 
-BinaryPull = Callable[[CoDual, CoDual, Any, Any, Any, Any], tuple[Any, Any]]
-
-
-def binary(uf: Any, pull: BinaryPull, quiet: bool = False) -> Any:
-    """The rule for `y = uf(a, b)` given `pull(a, b, A, B, Y, ȳ) -> (ā rdata, b̄ rdata)`.
-
-    The pull adds into the active operands' fdata with `acc` (which reduces over
-    broadcast axes) and skips inactive ones (`dx is None`).
-    """
-    none = _nothing(2)
-    p = _quietly(pull) if quiet else pull
-
-    def rule(f: CoDual, a: CoDual, b: CoDual, **kw: Any) -> tuple[CoDual, Pullback]:
-        A, B = a.x, b.x
-        if kw:
-            kw, A, B = ufunc_kwargs(uf, kw, A, B)
-            y = uf(A, B, **kw)
-        else:
-            y = uf(A, B)
-        if type(y) is _nd:
-            if y.dtype.kind not in "fc":
-                return CoDual(y, NO_F), none
-            g = _fdata(y)
-            if a.dx is None and b.dx is None:
-                return CoDual(y, g), none
-
-            def pullback(dy: Any) -> tuple[Any, Any, Any]:
-                ra, rb = p(a, b, A, B, y, g)
-                return (NO_R, ra, rb)
-
-            return CoDual(y, g), pullback
-        if a.dx is None and b.dx is None:
-            return CoDual(y, NO_F), none
-
-        def scalar_pullback(dy: Any) -> tuple[Any, Any, Any]:
-            gs = _scalar_g(dy)
-            if gs is None:
-                return (NO_R, zero_rdata_of(a), zero_rdata_of(b))
-            one = (1,)
-            ra, rb = p(a, b, np.reshape(A, one), np.reshape(B, one), np.reshape(y, one), gs)
-            return (NO_R, ra, rb)
-
-        return CoDual(y, NO_F), scalar_pullback
-
-    rule.__name__ = rule.__qualname__ = f"{uf.__name__}_rrule"
-    rule.__doc__ = pull.__doc__
-    return rule
+def declare(
+    uf: Any, *derivs: Any, patterns: Any, examples: Any, quiet: bool = False, **kw: Any
+) -> Elementwise:
+    """`rulekit.elementwise(uf, *derivs, ...)` registered for each tuple of `patterns` with
+    the matching `examples` (a list parallel to `patterns`); kept in `DECLARATIONS`."""
+    module = declaring_module()
+    decl = elementwise(uf, *derivs, holomorphic=True, patterns=(), quiet=quiet, module=module, **kw)
+    for ps, ex in zip(patterns, examples, strict=True):
+        decl.register(*ps, examples=ex, module=module)
+    DECLARATIONS[uf] = decl
+    return decl
 
 
 def zero_rdata_of(cd: CoDual) -> Any:

@@ -2,11 +2,12 @@
 
 The engine's steady state for `np.log1p(0.25 * (A @ B - 18) ** 2)`: every op's
 output and its fdata come from the rule's pool (`push`, `push_zeros`), the
-pullback is one fused pass (`rules.numpy.ufuncs._kernels`) that accumulates into the
-input fdata and clears the output's fdata, which then returns to the pool
-clean — so no array is allocated, no fdata is zero-filled, and no temporary is
-made. The adjoints are those of the plain rules in `rules.numpy.ufuncs.unary` /
-`rules.numpy.ufuncs.binary` (written next to each kernel loop); these registrations
+pullback is one fused pass that accumulates into the input fdata and clears the
+output's fdata, which then returns to the pool clean — so no array is allocated, no
+fdata is zero-filled, and no temporary is made. The passes are numba kernels generated
+from each ufunc's declaration (`rules.numpy.ufuncs._kernels.kernels_of`): the adjoints
+are those of the plain rules of `rules.numpy.ufuncs.unary` / `.binary`, from the same
+declared partials, not a copy of them. These registrations
 are more specific (float32/float64 arrays with Python-number or same-dtype
 scalar operands), so everything else — complex, integers, numpy-scalar inputs,
 keyword arguments — still dispatches to the plain rules.
@@ -15,8 +16,9 @@ Layouts: the pooled output and its fdata are laid out as numpy lays out the
 result (F-ordered for an F-ordered operand, else C-ordered), and the kernels run
 on their flat memory-order views (`rules._support.layout.flat_view`, never a copy).
 Operands (and fdata) laid out like the output go straight to the kernels; other
-layouts go through scratch copies laid out like the output (`like_scratch`),
-broadcasting through numpy on scratch buffers; all allocation-free once warm.
+layouts and broadcasts go through scratch copies laid out like the output
+(`like_scratch`), their cotangents reduced over broadcast axes into scratch buffers;
+all allocation-free once warm.
 A pullback must leave the output's fdata all zero before the pair goes back to
 the pool: no path writes it through a reshape that might be a copy (issue #11).
 """
@@ -28,21 +30,14 @@ from typing import Any, Union
 import numpy as np
 
 import rulekit
-from rulekit import Array, CoDual, NoRData, StatefulRRule
-from rulekit._stateful import free_list
-from rules._support.layout import flat_view, fortran, like_scratch
-from rules._support.util import NO_F, NO_R, add_unbroadcast, broadcast_shape, filled_0d
+from rulekit import Array, CoDual, NoRData
+from rules._support.layout import flat_view
+from rules._support.util import NO_F, NO_R, broadcast_shape, filled_0d
 from rules.numpy.ufuncs import binary as _binary  # noqa: F401  (the plain rules, looked up below)
 from rules.numpy.ufuncs import unary as _unary  # noqa: F401
-from rules.numpy.ufuncs._bcast_kernels import col_pullback, row_pullback
-from rules.numpy.ufuncs._kernels import (
-    BINARY,
-    SCALAR,
-    UNARY,
-    binary_pullback,
-    scalar_pullback,
-    unary_pullback,
-)
+from rules.numpy.ufuncs._common import DECLARATIONS
+from rules.numpy.ufuncs._kernels import kernels_of
+from rules.numpy.ufuncs._pool import Pair, Pooled, bcast_fdata, bcast_plan, twice
 
 __all__ = ["FusedBinary", "FusedUnary"]
 
@@ -54,88 +49,13 @@ RealArray = Union[Array[np.float64], Array[np.float32]]
 Number = Union[float, int]
 
 
-class _Pair:
-    """A pooled output and its fdata (zero whenever it is in the pool), with flat views."""
-
-    __slots__ = ("flat_g", "flat_in", "flat_y", "g", "plan", "y")
-
-    def __init__(self, like: np.ndarray, shape: tuple[int, ...], dtype: np.dtype) -> None:
-        # numpy's layout: F order for an F-ordered (not C-ordered) operand, else C order
-        order: Any = "F" if like is not None and fortran(like) else "C"
-        self.y = np.empty(shape, dtype, order=order)
-        self.g = np.zeros(shape, dtype, order=order)
-        self.flat_y, self.flat_g = flat_view(self.y), flat_view(self.g)
-        # the broadcast kernel's arguments for the last operands (see `FusedBinary._arrays`)
-        self.plan: tuple[Any, ...] | None = None
-        self.flat_in: tuple[Any, ...] = ()  # (see `flat_views`)
-
-    def flat_views(self, x: Any, dx: Any) -> tuple[Any, Any] | None:
-        """Flat views of input x and its fdata dx (None: a dummy), or None when one is not
-        laid out like the output. Cached for the very same objects (the cache holds them,
-        so the same objects have the same memory layout)."""
-        c = self.flat_in
-        if len(c) == 3 and c[0] is x and c[1] is dx:
-            return c[2]
-        s = self.y.strides
-        views = None
-        if x.strides == s and (dx is None or dx.strides == s):
-            views = (flat_view(x), self.flat_y if dx is None else flat_view(dx))
-        self.flat_in = (x, dx, views)
-        return views
-
-    def flat_views2(self, a: Any, b: Any, da: Any, db: Any) -> tuple[Any, ...] | None:
-        """`flat_views` for two same-shape inputs and their fdata."""
-        c = self.flat_in
-        if len(c) == 5 and c[0] is a and c[1] is b and c[2] is da and c[3] is db:
-            return c[4]
-        views = None
-        va, vb = self.flat_views(a, da), self.flat_views(b, db)
-        if va is not None and vb is not None:
-            views = (va[0], vb[0], va[1], vb[1])
-        self.flat_in = (a, b, da, db, views)
-        return views
-
-
-class _Pooled(StatefulRRule):
-    """Outputs and fdata from a per-shape pool of pairs, owned by each call's pullback.
-
-    Lighter than the base class's stack: a pair is taken in the forward pass, held by
-    the pullback's closure and put back, its fdata zero, by the pullback. Interleaved
-    calls hold different pairs; a forward pass whose pullback never runs just never
-    returns its pair (nothing leaks: the closure owns it); a second call of the same
-    pullback raises.
-    """
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._pairs: dict[Any, list[_Pair]] = {}
-        self._zerod: dict[str, np.ndarray] = {}  # (`filled_0d`: scalar operands)
-
-    def _take(self, like: Any, shape: tuple[int, ...], dtype: np.dtype) -> tuple[_Pair, Any]:  # type: ignore[override]
-        key = (shape, like.strides if like is not None else None, dtype.char)
-        free = free_list(self._pairs, key)  # (bounded; a pair put back on a dropped list is freed)
-        pair = free.pop() if free else _Pair(like, shape, dtype)
-        return pair, free
-
-    def _like(self, name: str, pair: _Pair) -> np.ndarray:
-        """A scratch buffer laid out like the pair's output: flat views pair elements."""
-        return like_scratch(self.scratch, name, pair.y)
-
-    def _accumulate(self, dx: np.ndarray, contrib: Any) -> None:
-        """dx += contrib (contrib in output shape), reduced over broadcast axes, no alloc."""
-        add_unbroadcast(self, "reduce", dx, contrib)
-
-
-def _twice() -> RuntimeError:
-    return RuntimeError("a fused ufunc rule's pullback was called twice")
-
-
-class FusedUnary(_Pooled):
+class FusedUnary(Pooled):
     """`y = uf(x)` for a float32/float64 array x; x̄ += f'(x)·ȳ in one fused pass."""
 
     def __init__(self, uf: np.ufunc, fallback: Any) -> None:
         super().__init__()
-        self.uf, self.op, self.fallback = uf, UNARY[uf.__name__], fallback
+        self.uf, self.fallback = uf, fallback
+        self.kernels = kernels_of(DECLARATIONS[uf])
 
     def __call__(self, f: CoDual, x: CoDual, **kw: Any) -> tuple[CoDual, Any]:
         X = x.x
@@ -154,17 +74,18 @@ class FusedUnary(_Pooled):
 
         def fused_unary_pullback(dy: Any) -> tuple[Any, Any]:
             if not state:
-                raise _twice()
+                raise twice()
             dx = x.dx
+            unary = self.kernels.unary
             if dx is None:
-                unary_pullback(self.op, pair.flat_y, pair.flat_y, pair.flat_g, pair.flat_g, False)
+                unary(pair.flat_y, pair.flat_y, pair.flat_g, pair.flat_g, False)
             elif (views := pair.flat_views(X, dx)) is not None:  # one layout: flat views line up
-                unary_pullback(self.op, views[0], pair.flat_y, pair.flat_g, views[1], True)
+                unary(views[0], pair.flat_y, pair.flat_g, views[1], True)
             else:  # x or x̄ laid out unlike y: through scratch copies laid out like y
                 xs, d = self._like("x", pair), self._like("dx", pair)
                 np.copyto(xs, X)
                 d.fill(0)
-                unary_pullback(self.op, flat_view(xs), pair.flat_y, pair.flat_g, flat_view(d), True)
+                unary(flat_view(xs), pair.flat_y, pair.flat_g, flat_view(d), True)
                 np.add(dx, d, out=dx)
             state.clear()
             free.append(pair)
@@ -202,48 +123,45 @@ class FusedUnary(_Pooled):
         def fused_scalar_pullback(dy: Any) -> tuple[Any, Any]:
             if x.dx is not None and not isinstance(dy, NoRData):
                 pair.g.fill(dy)
-                unary_pullback(self.op, X1, pair.y, pair.g, x.dx.reshape(1), True)
+                self.kernels.unary(X1, pair.y, pair.g, x.dx.reshape(1), True)
             free.append(pair)
             return NO_R, NO_R
 
         return CoDual(pair.y[0], NO_F), fused_scalar_pullback
 
 
-class FusedBinary(_Pooled):
+class FusedBinary(Pooled):
     """`y = uf(a, b)` for float32/float64 arrays and Python-number (or same-dtype) scalars."""
 
     def __init__(self, uf: np.ufunc, fallback: Any) -> None:
         super().__init__()
         self.uf, self.fallback = uf, fallback
-        name = uf.__name__
         self._shapes: dict[tuple[Any, Any], tuple[int, ...]] = {}
-        self.op_scalar = SCALAR.get(name)
-        self.op_rscalar = SCALAR.get("r" + name, SCALAR.get(name))  # c ∘ x
-        if name == "power":
-            self.op_rscalar = None  # cᵡ: the plain rule
-        self.op_array = BINARY.get(name)
+        self.kernels = kernels_of(DECLARATIONS[uf])
+        self.arrays = uf is not np.power  # (aᵇ and cᵡ for arrays a, b, x: the plain rule)
 
     def __call__(self, f: CoDual, a: CoDual, b: CoDual, **kw: Any) -> tuple[CoDual, Any]:
         A, B = a.x, b.x
         if not kw:
             if type(A) is _nd and A.dtype in _REAL and A.ndim:
                 if type(B) is _nd:
-                    if B.dtype == A.dtype and B.ndim and self.op_array is not None:
+                    if B.dtype == A.dtype and B.ndim and self.arrays:
                         return self._arrays(a, b)
-                elif self.op_scalar is not None and _weak(B, A.dtype):
-                    return self._with_scalar(a, b, self.op_scalar, True)
+                elif _weak(B, A.dtype):
+                    return self._with_scalar(a, b, True)
             elif (
-                type(B) is _nd and B.dtype in _REAL and B.ndim and _weak(A, B.dtype)
-                and self.op_rscalar is not None
-            ):  # fmt: skip
-                return self._with_scalar(b, a, self.op_rscalar, False)
+                type(B) is _nd and B.dtype in _REAL and B.ndim and _weak(A, B.dtype) and self.arrays
+            ):
+                return self._with_scalar(b, a, False)
         return self.fallback(f, a, b, **kw)
 
-    def _with_scalar(self, x: CoDual, c: CoDual, op: int, x_first: bool) -> tuple[CoDual, Any]:
+    def _with_scalar(self, x: CoDual, c: CoDual, x_first: bool) -> tuple[CoDual, Any]:
+        """y = x ∘ c (`x_first`) or c ∘ x for an array x and a scalar c."""
         X, C = x.x, c.x
         pair, free = self._take(X, X.shape, X.dtype)
         y = pair.y
-        if op == _POWER and C == 2:
+        kernel = self.kernels.scalar_right if x_first else self.kernels.scalar_left
+        if x_first and self.uf is np.power and C == 2:
             np.square(X, out=y)  # numpy's own fast path for x**2 (the same values)
         else:
             c0 = filled_0d(self._zerod, C, X.dtype)
@@ -255,37 +173,25 @@ class FusedBinary(_Pooled):
 
         def fused_scalar_pullback(dy: Any) -> tuple[Any, ...]:
             if not state:
-                raise _twice()
+                raise twice()
             dx = x.dx
             want_c = c.dx is not None
+            want_x = dx is not None
             views = pair.flat_views(X, dx)
+            cf = float(C)
             if views is not None:  # one layout: flat views line up
-                dc = scalar_pullback(
-                    op,
-                    views[0],
-                    float(C),
-                    pair.flat_y,
-                    pair.flat_g,
-                    views[1],
-                    dx is not None,
-                    want_c,
-                )
+                xv, dv = views
             else:  # x or x̄ laid out unlike y: through scratch copies laid out like y
                 xs, d = self._like("x", pair), self._like("dx", pair)
                 np.copyto(xs, X)
                 d.fill(0)
-                dc = scalar_pullback(
-                    op,
-                    flat_view(xs),
-                    float(C),
-                    pair.flat_y,
-                    pair.flat_g,
-                    flat_view(d),
-                    dx is not None,
-                    want_c,
-                )
-                if dx is not None:
-                    np.add(dx, d, out=dx)
+                xv, dv = flat_view(xs), flat_view(d)
+            if x_first:
+                dc = kernel(xv, cf, pair.flat_y, pair.flat_g, dv, want_x, want_c)
+            else:
+                dc = kernel(cf, xv, pair.flat_y, pair.flat_g, dv, want_x, want_c)
+            if views is None and want_x:
+                np.add(dx, d, out=dx)
             state.clear()
             free.append(pair)
             rc = type(C)(dc) if want_c and isinstance(C, (float, np.floating)) else NO_R
@@ -308,7 +214,6 @@ class FusedBinary(_Pooled):
             pair, free = self._take(like, shape, A.dtype)
         y, g = pair.y, pair.g
         self.uf(A, B, out=y)
-        op = self.op_array
         state = [pair]
         if sa != sb:
             # The plan holds views of these very operands, so while it is cached they stay
@@ -316,26 +221,25 @@ class FusedBinary(_Pooled):
             # (Their fdata may be new arrays on every call: their views are made per call.)
             p = pair.plan
             if not (p is not None and p[0] is A and p[1] is B and p[2] == sa and p[3] == sb):
-                p = pair.plan = (A, B, sa, sb, _bcast_plan(A, B, y, g))
+                p = pair.plan = (A, B, sa, sb, bcast_plan(A, B, y, g))
             plan = p[4]
             if plan is not None:
-                fd = _bcast_fdata(plan, a.dx, b.dx)
+                fd = bcast_fdata(plan, a.dx, b.dx)
                 if fd is not None:
-                    return CoDual(y, g), self._bcast_pullback(plan, fd, op, pair, free, state)
+                    return CoDual(y, g), self._bcast_pullback(plan, fd, pair, free, state)
 
         def fused_binary_pullback(dy: Any) -> tuple[Any, Any, Any]:
             if not state:
-                raise _twice()
+                raise twice()
             da, db = a.dx, b.dx
             views = pair.flat_views2(A, B, da, db) if A.shape == B.shape else None
             if views is not None:  # one layout: flat views line up
                 fa, fb, fda, fdb = views
-                binary_pullback(
-                    op, fa, fb, pair.flat_y, pair.flat_g, fda, fdb, da is not None, db is not None
+                self.kernels.binary(
+                    fa, fb, pair.flat_y, pair.flat_g, fda, fdb, da is not None, db is not None
                 )
             else:
-                self._broadcast_pullback(A, B, y, g, da, db)
-                g.fill(0)
+                self._broadcast_pullback(A, B, pair, da, db)
             state.clear()
             free.append(pair)
             return NO_R, NO_R, NO_R
@@ -346,96 +250,47 @@ class FusedBinary(_Pooled):
         self,
         plan: tuple[Any, ...],
         fd: tuple[Any, Any, bool, bool],
-        op: Any,
-        pair: _Pair,
-        free: list[_Pair],
+        pair: Pair,
+        free: list[Pair],
         state: list[Any],
     ) -> Any:
-        """The pullback through a row/column kernel (`rules.numpy.ufuncs._bcast_kernels`)."""
-        kernel, sf, F, S, Y, G = plan[:6]
+        """The pullback through the declaration's row or column kernel (`_bcast_plan`)."""
+        kind, sf, F, S, Y, G = plan[:6]
+        kernel = getattr(self.kernels, kind)
         dF, dS, want_f, want_s = fd
 
         def fused_bcast_pullback(dy: Any) -> tuple[Any, Any, Any]:
             if not state:
-                raise _twice()
-            kernel(op, sf, F, S, Y, G, dF, dS, want_f, want_s)
+                raise twice()
+            kernel(sf, F, S, Y, G, dF, dS, want_f, want_s)
             state.clear()
             free.append(pair)
             return NO_R, NO_R, NO_R
 
         return fused_bcast_pullback
 
-    def _broadcast_pullback(self, A: Any, B: Any, y: Any, g: Any, da: Any, db: Any) -> None:
-        """The same adjoints through numpy and scratch buffers (broadcasting, odd layouts)."""
-        name = self.uf.__name__
-        t = self.scratch("t", y.shape, y.dtype)
-        if da is not None:
-            if name in ("add", "subtract"):
-                self._accumulate(da, g)
-            elif name == "multiply":  # ā += b·ȳ
-                self._accumulate(da, np.multiply(g, B, out=t))
-            else:  # divide: ā += ȳ/b
-                self._accumulate(da, np.divide(g, B, out=t))
-        if db is not None:
-            if name == "add":
-                self._accumulate(db, g)
-            elif name == "subtract":  # b̄ += −ȳ
-                self._accumulate(db, np.negative(g, out=t))
-            elif name == "multiply":  # b̄ += a·ȳ
-                self._accumulate(db, np.multiply(g, A, out=t))
-            else:  # divide: b̄ += −ȳ·y/b
-                np.divide(g, B, out=t)
-                np.multiply(t, y, out=t)
-                self._accumulate(db, np.negative(t, out=t))
-
-
-_POWER = SCALAR["power"]
-
-
-def _bcast_plan(A: Any, B: Any, y: Any, g: Any) -> tuple[Any, ...] | None:
-    """The operands' side of a row/column broadcast kernel call, or None when the call is
-    not of that kind: `(kernel, sf, F, S, Y, G, rows, dummy)`.
-
-    One operand F has the output's shape; the other, S, is a row (shape (…, 1, n), the
-    output read as rows of n) or a column (shape (m, 1) against a 2-D (m, n) output).
-    Everything C-contiguous, so every reshape here is a view (the kernel clears G through
-    its view; `_bcast_fdata` checks the fdata likewise). (`dummy`, writable and never
-    written, stands in for an inactive S's fdata; Y for an inactive F's.)
-    """
-    if A.shape == y.shape:
-        F, S, sf = A, B, False
-    elif B.shape == y.shape:
-        F, S, sf = B, A, True
-    else:
-        return None
-    if not (y.size and y.flags.c_contiguous and F.flags.c_contiguous and S.flags.c_contiguous):
-        return None
-    n = y.shape[-1]
-    if S.ndim and S.shape[-1] == n and S.size == n:
-        kernel, rows = row_pullback, (-1, n)
-    elif y.ndim == 2 and S.shape == (y.shape[0], 1):
-        kernel, rows = col_pullback, y.shape
-    else:
-        return None
-    Y2 = y.reshape(rows)
-    return kernel, sf, F.reshape(rows), S.reshape(-1), Y2, g.reshape(rows), rows, Y2.reshape(-1)
-
-
-def _bcast_fdata(plan: tuple[Any, ...], da: Any, db: Any) -> tuple[Any, Any, bool, bool] | None:
-    """`(F̄, S̄, want F̄, want S̄)` for the kernel (the plan's dummies for inactive operands),
-    or None when an fdata is not laid out like its C-contiguous primal."""
-    dF, dS = (db, da) if plan[1] else (da, db)
-    dt = plan[4].dtype
-    if dF is not None and not (dF.flags.c_contiguous and dF.dtype == dt):
-        return None
-    if dS is not None and not (dS.flags.c_contiguous and dS.dtype == dt):
-        return None
-    return (
-        plan[4] if dF is None else dF.reshape(plan[6]),
-        plan[7] if dS is None else dS.reshape(-1),
-        dF is not None,
-        dS is not None,
-    )
+    def _broadcast_pullback(self, A: Any, B: Any, pair: Pair, da: Any, db: Any) -> None:
+        """Broadcasts and odd layouts: the operands copied (broadcast) into scratch buffers
+        laid out like y, the same-shape kernel on their flat views, its cotangents (in
+        scratch) reduced over the broadcast axes into ā, b̄. Clears ȳ."""
+        a_s, b_s = self._like("a", pair), self._like("b", pair)
+        np.copyto(a_s, A)
+        np.copyto(b_s, B)
+        fy = pair.flat_y  # (a dummy for an inactive operand's cotangent: never written)
+        d_a = self._like("da", pair) if da is not None else None
+        d_b = self._like("db", pair) if db is not None else None
+        for d in (d_a, d_b):
+            if d is not None:
+                d.fill(0)
+        self.kernels.binary(
+            flat_view(a_s), flat_view(b_s), fy, pair.flat_g,
+            fy if d_a is None else flat_view(d_a), fy if d_b is None else flat_view(d_b),
+            d_a is not None, d_b is not None,
+        )  # fmt: skip
+        if d_a is not None:
+            self._accumulate(da, d_a)
+        if d_b is not None:
+            self._accumulate(db, d_b)
 
 
 def _weak(c: Any, dtype: np.dtype) -> bool:
@@ -449,7 +304,7 @@ def _weak(c: Any, dtype: np.dtype) -> bool:
 
 def _plain_rule(uf: np.ufunc, *keys: Any) -> Any:
     """The plain rule (`rules.numpy.ufuncs.unary`, `.binary`) for these argument types."""
-    from rulekit._registry import Signature, registry
+    from rulekit import Signature, registry
 
     return registry.lookup(Signature(uf, keys)).impl
 

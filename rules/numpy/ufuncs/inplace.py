@@ -5,7 +5,7 @@ recorded `np.copyto`); for `z += w`, `z *= 2.0` and `np.multiply(z, w, out=z)`
 that is two rules, a temporary and three extra passes. These stateful rules
 handle the in-place case directly: the forward pushes z's old value into a
 pooled buffer and computes in place; the pullback is one fused pass
-(`rules.numpy.ufuncs._inplace_kernels`, whose docstring states the adjoints) that pulls z̄
+generated from the declarations of + − · / (`rules.numpy.ufuncs._kernels`) that pulls z̄
 back, adds w's share and restores z. Every other `out=` call — an `out` that is
 not the first operand, broadcasting, other layouts, keywords — is computed
 exactly as the generic mechanism would: the rule without `out=`, then a
@@ -19,16 +19,16 @@ from typing import Any, Union
 import numpy as np
 
 import rulekit
-from rulekit import Array, CoDual, StatefulRRule, TracingError
-from rulekit._outrule import CopyToRule
-from rulekit._registry import registry
+from rulekit import Array, CoDual, StatefulRRule, TracingError, registry
 from rules._support.layout import flat_view
 from rules._support.util import NO_F, NO_R, filled_0d
-from rules.numpy.ufuncs._inplace_kernels import inplace_array_pullback, inplace_scalar_pullback
+from rules.numpy.copyto import CopyToRule
+from rules.numpy.ufuncs._common import DECLARATIONS
+from rules.numpy.ufuncs._kernels import kernels_of
 
 __all__ = ["InplaceArithmetic"]
 
-_OPS = {"add": 0, "subtract": 1, "multiply": 2, "divide": 3}
+_OPS = ("add", "subtract", "multiply", "divide")
 _REAL = (np.dtype(np.float64), np.dtype(np.float32))
 RealArray = Union[Array[np.float64], Array[np.float32]]
 _COPYTO = CoDual(np.copyto, NO_F)
@@ -55,7 +55,8 @@ class InplaceArithmetic(StatefulRRule):
 
     def __init__(self, uf: np.ufunc) -> None:
         super().__init__()
-        self.uf, self.op = uf, _OPS[uf.__name__]
+        self.uf = uf
+        self.kernels = kernels_of(DECLARATIONS[uf])
         self._inner: dict[Any, Any] = {}
         self._zerod: dict[str, np.ndarray] = {}  # (`filled_0d`: scalar operands)
         self._copy = CopyToRule()
@@ -96,7 +97,7 @@ class InplaceArithmetic(StatefulRRule):
             self.uf(Z, W, out=Z)
         else:
             self.uf(Z, filled_0d(self._zerod, W, Z.dtype), out=Z)
-        op = self.op
+        k = self.kernels
 
         def inplace_pullback(dy: Any) -> tuple[Any, ...]:
             self.pop(tok)  # (first: a second call raises here; z0 is read before any push)
@@ -105,11 +106,11 @@ class InplaceArithmetic(StatefulRRule):
             rb: Any = NO_R
             if type(W) is np.ndarray:
                 dw = b.dx
-                inplace_array_pullback(
-                    op, z, zf0, flat_view(W), g, g if dw is None else flat_view(dw), dw is not None
+                k.inplace_array(
+                    z, zf0, flat_view(W), g, g if dw is None else flat_view(dw), dw is not None
                 )
             else:
-                dc = inplace_scalar_pullback(op, z, zf0, float(W), g, b.dx is not None)
+                dc = k.inplace_scalar(z, zf0, float(W), g, b.dx is not None)
                 if b.dx is not None and isinstance(W, (float, np.floating)):
                     rb = type(W)(dc)
             return NO_R, NO_R, rb

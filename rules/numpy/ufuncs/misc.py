@@ -20,11 +20,11 @@ from rules.numpy.ufuncs._common import (
     Numeric,
     Real,
     RealNumeric,
-    acc,
-    acc_masked,
-    binary,
+    accumulate,
+    accumulate_masked,
     complex_values,
     cotangent,
+    declare,
     nondiff,
     output,
     tuple_cotangent,
@@ -118,14 +118,14 @@ def angle_rrule(f: CoDual, z: CoDual, *rest: CoDual, **kw: Any) -> tuple[CoDual,
 
     def pullback(dy: Any) -> tuple[Any, ...]:
         if z.dx is None or np.isrealobj(Z):
-            return (NO_R, acc(z, None) if z.dx is not None else NO_R, *nulls)
+            return (NO_R, accumulate(z, None) if z.dx is not None else NO_R, *nulls)
         g = cotangent(out, dy)
         if g is None:
-            return (NO_R, acc(z, None), *nulls)
+            return (NO_R, accumulate(z, None), *nulls)
         with np.errstate(divide="ignore", invalid="ignore"):
             t = np.multiply(Z, 1j * (180.0 / np.pi if deg else 1.0))
             t = t / np.square(np.abs(Z))
-        return (NO_R, acc(z, t * g), *nulls)
+        return (NO_R, accumulate(z, t * g), *nulls)
 
     return out, pullback
 
@@ -150,7 +150,7 @@ def modf_rrule(f: CoDual, x: CoDual) -> tuple[CoDual, Any]:
     def pullback(dy: Any) -> tuple[Any, Any]:
         if x.dx is None:
             return (NO_R, NO_R)
-        return (NO_R, acc(x, tuple_cotangent(out, dy, 0)))
+        return (NO_R, accumulate(x, tuple_cotangent(out, dy, 0)))
 
     return out, pullback
 
@@ -165,7 +165,7 @@ def frexp_rrule(f: CoDual, x: CoDual) -> tuple[CoDual, Any]:
         if x.dx is None:
             return (NO_R, NO_R)
         g = tuple_cotangent(out, dy, 0)
-        return (NO_R, acc(x, None if g is None else np.ldexp(g, np.negative(e))))
+        return (NO_R, accumulate(x, None if g is None else np.ldexp(g, np.negative(e))))
 
     return out, pullback
 
@@ -236,12 +236,6 @@ for _uf in (np.logical_and, np.logical_or, np.logical_xor):
 rulekit.rrule.register(np.floor_divide, RealNumeric, RealNumeric, examples=_flat2_examples)(nondiff)
 
 
-def _heaviside(a: CoDual, b: CoDual, A: Any, B: Any, Y: Any, g: Any) -> tuple[Any, Any]:
-    """y = H(a) with y = b where a = 0 ⇒ ā += 0 (a.e.), b̄ += ȳ·[a = 0]."""
-    ra = acc(a, None) if _on(a) else NO_R
-    return ra, (acc_masked(b, g, np.equal(A, 0)) if _on(b) else NO_R)
-
-
 def _heaviside_examples() -> list[rulekit.Example]:
     r = np.random.default_rng(55)
     return [
@@ -251,10 +245,14 @@ def _heaviside_examples() -> list[rulekit.Example]:
     ]
 
 
-heaviside_rrule = binary(np.heaviside, _heaviside)
-rulekit.rrule.register(np.heaviside, RealNumeric, RealNumeric, examples=_heaviside_examples)(
-    heaviside_rrule
-)
+heaviside_rrule = declare(
+    np.heaviside,
+    lambda a, b, y: 0.0,
+    lambda a, b, y: np.where(a == 0, 1.0, 0.0),
+    patterns=[(RealNumeric, RealNumeric)],
+    examples=[_heaviside_examples],
+    doc="y = H(a) with y = b where a = 0 ⇒ ā += 0 (a.e.), b̄ += ȳ·[a = 0]",
+).rule
 
 
 # -- np.clip ----------------------------------------------------------------------------------
@@ -297,17 +295,17 @@ def clip_rrule(f: CoDual, a: CoDual, *bounds: CoDual, **kw: Any) -> tuple[CoDual
         if hi is not None:
             in_a = np.logical_and(in_a, np.less_equal(A, hi))
         if _on(a):
-            ra = acc_masked(a, g, in_a)
+            ra = accumulate_masked(a, g, in_a)
         below: Any = False  # a < lo ≤ hi: y = lo
         if lo is not None and (_on(lo_cd) or _on(hi_cd)):
             below = np.less(A, lo)
             if hi is not None:
                 below = np.logical_and(below, np.less_equal(lo, hi))
             if _on(lo_cd):
-                rlo = acc_masked(lo_cd, g, below)
+                rlo = accumulate_masked(lo_cd, g, below)
         if _on(hi_cd):  # y = hi otherwise (nan: nowhere)
             at_hi = np.logical_and(np.equal(y, hi), np.logical_not(np.logical_or(in_a, below)))
-            rhi = acc_masked(hi_cd, g, at_hi)
+            rhi = accumulate_masked(hi_cd, g, at_hi)
         return (NO_R, *[ra, rlo, rhi][: 1 + len(bounds)])
 
     return out, pullback
@@ -350,8 +348,8 @@ def where_rrule(f: CoDual, c: CoDual, x: CoDual, y: CoDual) -> tuple[CoDual, Any
     def pullback(dy: Any) -> tuple[Any, ...]:
         g = out.dx
         m = C if type(C) is _nd and C.dtype == np.bool_ else np.not_equal(C, 0)
-        rx = acc_masked(x, g, m) if _on(x) else NO_R
-        ry = acc_masked(y, g, np.logical_not(m)) if _on(y) else NO_R
+        rx = accumulate_masked(x, g, m) if _on(x) else NO_R
+        ry = accumulate_masked(y, g, np.logical_not(m)) if _on(y) else NO_R
         return (NO_R, zero_rdata_of(c), rx, ry)
 
     return out, pullback

@@ -1,13 +1,13 @@
-"""Rules for NumPy's unary ufuncs, and `np.sinc`.
+"""Rules for NumPy's unary ufuncs, and `np.sinc`, declared by their derivatives.
 
-Each rule is the generic unary rule of `rules.numpy.ufuncs._common` parameterised by its
-pullback, written next to it with its adjoint. Complex inputs follow the JAX/PyTorch
-convention `x̄ += conj(f'(x))·ȳ`; functions numpy defines for real inputs only are
-registered for real inputs only. Piecewise-constant functions (`floor`, `sign`,
-comparisons, ...) pass through with a zero adjoint. Conventions at non-differentiable
-points are in docs/conventions-ufuncs.md. Importing this module also imports
-`rules.numpy.ufuncs.binary` (binary ufuncs) and `rules.numpy.ufuncs.misc` (`np.real`/`imag`/`angle`,
-`modf`, `frexp`, the piecewise-constant ufuncs, `np.clip`, `np.where`).
+Each differentiable ufunc is one `rulekit.elementwise` declaration: `f'(x)` written
+from x and y = f(x) with numpy functions, from which the plain rule (x̄ += conj(f'(x))·ȳ,
+the JAX/PyTorch convention for complex x), the real-scalar fast path (`.scalar`) and
+the numba kernels of the allocation-free rules (`.fused`) all derive. Functions numpy
+defines for real inputs only are registered for real inputs only. The non-holomorphic
+`conjugate` and complex `absolute` are written by hand below, their adjoints beside
+them. Piecewise-constant functions (`floor`, `sign`, comparisons, ...) are in `.misc`.
+Conventions at non-differentiable points are in docs/conventions-ufuncs.md.
 """
 
 from __future__ import annotations
@@ -19,15 +19,19 @@ from typing import Any
 import numpy as np
 
 import rulekit
+from rulekit import CoDual
+from rules._support.util import NO_R
 from rules.numpy.ufuncs._common import (
     DOMAINS,
     Inexact,
     Real,
+    accumulate,
     complex_values,
     conj,
-    over,
-    scale,
-    unary,
+    cotangent,
+    declare,
+    output,
+    ufunc_kwargs,
 )
 
 __all__ = ["unary_examples"]  # the rules are reached through the registry
@@ -54,264 +58,186 @@ def unary_examples(domain: str, cplx: bool, seed: int) -> Callable[[], list[rule
     return examples
 
 
-def _register(uf: Any, pull: Any, pattern: Any, domain: str, quiet: bool = False) -> None:
-    exs = unary_examples(domain, pattern is Inexact, seed=sum(map(ord, uf.__name__)))
-    rulekit.rrule.register(uf, pattern, examples=exs)(unary(uf, pull, quiet))
+def _declare(
+    uf: Any, *derivs: Any, domain: str, real: bool = False, quiet: bool = False, doc: str = ""
+) -> Any:
+    """Declare unary `uf` (`doc`: its adjoint) for real, or real and complex, inputs."""
+    pattern = Real if real else Inexact
+    exs = unary_examples(domain, not real, seed=sum(map(ord, uf.__name__)))
+    return declare(uf, *derivs, patterns=[(pattern,)], examples=[exs], quiet=quiet, doc=doc or None)
 
 
 # -- arithmetic -------------------------------------------------------------------------------
+# (`quiet`: the derivative is infinite where f is finite, √x at 0; no numpy warnings there)
+
+_declare(np.negative, lambda x, y: -1.0, domain="any", doc="y = −x ⇒ x̄ += −ȳ")
+_declare(np.positive, lambda x, y: 1.0, domain="any", doc="y = +x ⇒ x̄ += ȳ")
+_declare(np.reciprocal, lambda x, y: -(y * y), domain="nonzero", doc="y = 1/x ⇒ x̄ += −conj(y²)·ȳ")
+_declare(np.square, lambda x, y: 2 * x, domain="any", doc="y = x² ⇒ x̄ += 2·conj(x)·ȳ")
+_declare(
+    np.sqrt,
+    lambda x, y: 1 / (2 * y),
+    domain="pos",
+    quiet=True,
+    doc="y = √x ⇒ x̄ += ȳ / (2·conj(y)); +inf·ȳ at x = 0",
+)
+_declare(
+    np.cbrt,
+    lambda x, y: 1 / (3 * (y * y)),
+    domain="nonzero",
+    real=True,
+    quiet=True,
+    doc="y = ∛x ⇒ x̄ += ȳ / (3y²); +inf·ȳ at x = 0",
+)
 
 
-def _negative(x: Any, y: Any, g: Any) -> Any:
-    """y = −x ⇒ x̄ += −ȳ."""
-    return np.negative(g)
+def _d_abs(x: Any, y: Any) -> Any:
+    """y = |x| (real) ⇒ x̄ += sign(x)·ȳ, 0 at x = 0 (complex x: `absolute_rrule` below)."""
+    return np.sign(x)
 
 
-def _positive(x: Any, y: Any, g: Any) -> Any:
-    """y = +x ⇒ x̄ += ȳ."""
-    return g
+_declare(np.fabs, _d_abs, domain="nonzero", real=True, doc=_d_abs.__doc__ or "")
+_abs = declare(np.absolute, _d_abs, patterns=[], examples=[])  # (registered below)
 
 
-def _conjugate(x: Any, y: Any, g: Any) -> Any:
-    """y = conj(x) ⇒ x̄ += conj(ȳ) (real x: ȳ)."""
-    return conj(g)
+def conjugate_rrule(f: CoDual, x: CoDual, **kw: Any) -> tuple[CoDual, Any]:
+    """y = conj(x) ⇒ x̄ += conj(ȳ) (not holomorphic; real x: x̄ += ȳ)."""
+    kw, X = ufunc_kwargs(np.conjugate, kw, x.x)
+    out = output(np.conjugate(X, **kw))
+
+    def conjugate_pullback(dy: Any) -> tuple[Any, Any]:
+        if x.dx is None:
+            return NO_R, NO_R
+        g = cotangent(out, dy)
+        return NO_R, accumulate(x, None if g is None else conj(g))
+
+    return out, conjugate_pullback
 
 
-def _reciprocal(x: Any, y: Any, g: Any) -> Any:
-    """y = 1/x ⇒ x̄ += −conj(y²)·ȳ."""
-    t = np.square(y)
-    return scale(np.negative(t, out=t), g)
+def absolute_rrule(f: CoDual, x: CoDual, **kw: Any) -> tuple[CoDual, Any]:
+    """y = |x| ⇒ x̄ += sign(x)·ȳ (real x: the declaration's rule), x̄ += ȳ·x/|x| (complex,
+    not holomorphic); 0 at x = 0."""
+    X = x.x
+    if not np.iscomplexobj(X):
+        return _abs.rule(f, x, **kw)
+    kw, X = ufunc_kwargs(np.absolute, kw, X)
+    out = output(np.absolute(X, **kw))
+
+    def absolute_pullback(dy: Any) -> tuple[Any, Any]:
+        g = cotangent(out, dy)
+        if x.dx is None or g is None:
+            return NO_R, (NO_R if x.dx is None else accumulate(x, None))
+        X1 = np.reshape(X, g.shape) if np.ndim(X) == 0 else X
+        # x/|x|, scaled first by max(|Re x|, |Im x|): in single precision a subnormal x
+        # would otherwise overflow the complex division (inf + nan·i for |x| ~ 1e-40)
+        s = np.maximum(np.abs(X1.real), np.abs(X1.imag))
+        nz = s != 0
+        t = np.zeros_like(X1)
+        np.divide(X1.real, s, out=t.real, where=nz)  # (real divisions: no complex overflow)
+        np.divide(X1.imag, s, out=t.imag, where=nz)
+        np.divide(t, np.abs(t), out=t, where=nz)
+        return NO_R, accumulate(x, np.multiply(t, g, out=t))
+
+    return out, absolute_pullback
 
 
-def _square(x: Any, y: Any, g: Any) -> Any:
-    """y = x² ⇒ x̄ += 2·conj(x)·ȳ."""
-    return scale(np.multiply(x, 2), g)
-
-
-def _sqrt(x: Any, y: Any, g: Any) -> Any:
-    """y = √x ⇒ x̄ += ȳ / (2·conj(y)); +inf·ȳ at x = 0 (nan where ȳ = 0)."""
-    return over(g, np.multiply(y, 2))
-
-
-def _cbrt(x: Any, y: Any, g: Any) -> Any:
-    """y = ∛x ⇒ x̄ += ȳ / (3y²); +inf·ȳ at x = 0."""
-    t = np.square(y)
-    t *= 3
-    return over(g, t)
-
-
-def _absolute(x: Any, y: Any, g: Any) -> Any:
-    """y = |x| ⇒ x̄ += sign(x)·ȳ (real), x̄ += ȳ·x/|x| (complex); 0 at x = 0."""
-    if x.dtype.kind != "c":
-        return scale(np.sign(x), g)
-    t = np.divide(x, y, out=np.zeros_like(x), where=y != 0)
-    return np.multiply(t, g, out=t)
-
-
-for _uf, _pull, _pat, _dom, _quiet in [
-    (np.negative, _negative, Inexact, "any", False),
-    (np.positive, _positive, Inexact, "any", False),
-    (np.conjugate, _conjugate, Inexact, "any", False),
-    (np.reciprocal, _reciprocal, Inexact, "nonzero", False),
-    (np.square, _square, Inexact, "any", False),
-    (np.sqrt, _sqrt, Inexact, "pos", True),
-    (np.cbrt, _cbrt, Real, "nonzero", True),
-    (np.absolute, _absolute, Inexact, "nonzero", False),
-    (np.fabs, _absolute, Real, "nonzero", False),
-]:
-    _register(_uf, _pull, _pat, _dom, _quiet)
+_uf: Any
+for _uf, _rule in ((np.conjugate, conjugate_rrule), (np.absolute, absolute_rrule)):
+    _exs = unary_examples("nonzero", True, seed=sum(map(ord, _uf.__name__)))
+    rulekit.rrule.register(_uf, Inexact, examples=_exs)(_rule)
 
 
 # -- exponentials and logarithms ------------------------------------------------------------
 
-
-def _exp(x: Any, y: Any, g: Any) -> Any:
-    """y = eˣ ⇒ x̄ += conj(y)·ȳ."""
-    return np.multiply(conj(y), g)
-
-
-def _exp2(x: Any, y: Any, g: Any) -> Any:
-    """y = 2ˣ ⇒ x̄ += ln2·conj(y)·ȳ."""
-    return scale(np.multiply(y, _LN2), g)
-
-
-def _expm1(x: Any, y: Any, g: Any) -> Any:
-    """y = eˣ − 1 ⇒ x̄ += conj(y + 1)·ȳ."""
-    return scale(np.add(y, 1), g)
-
-
-def _log(x: Any, y: Any, g: Any) -> Any:
-    """y = ln x ⇒ x̄ += ȳ / conj(x)."""
-    return np.divide(g, conj(x))
-
-
-def _log2(x: Any, y: Any, g: Any) -> Any:
-    """y = log₂ x ⇒ x̄ += ȳ / (ln2·conj(x))."""
-    return over(g, np.multiply(x, _LN2))
-
-
-def _log10(x: Any, y: Any, g: Any) -> Any:
-    """y = log₁₀ x ⇒ x̄ += ȳ / (ln10·conj(x))."""
-    return over(g, np.multiply(x, _LN10))
-
-
-def _log1p(x: Any, y: Any, g: Any) -> Any:
-    """y = ln(1 + x) ⇒ x̄ += ȳ / conj(1 + x)."""
-    return over(g, np.add(x, 1))
-
-
-for _uf, _pull, _dom in [
-    (np.exp, _exp, "any"),
-    (np.exp2, _exp2, "any"),
-    (np.expm1, _expm1, "any"),
-    (np.log, _log, "pos"),
-    (np.log2, _log2, "pos"),
-    (np.log10, _log10, "pos"),
-    (np.log1p, _log1p, "pos"),
-]:
-    _register(_uf, _pull, Inexact, _dom)
+_declare(np.exp, lambda x, y: y, domain="any", doc="y = eˣ ⇒ x̄ += conj(y)·ȳ")
+_declare(np.exp2, lambda x, y: y * _LN2, domain="any", doc="y = 2ˣ ⇒ x̄ += ln2·conj(y)·ȳ")
+_declare(np.expm1, lambda x, y: y + 1, domain="any", doc="y = eˣ − 1 ⇒ x̄ += conj(y + 1)·ȳ")
+_declare(np.log, lambda x, y: 1 / x, domain="pos", doc="y = ln x ⇒ x̄ += ȳ / conj(x)")
+_declare(
+    np.log2, lambda x, y: 1 / (x * _LN2), domain="pos", doc="y = log2(x) ⇒ x̄ += ȳ / (ln2·conj(x))"
+)
+_declare(
+    np.log10,
+    lambda x, y: 1 / (x * _LN10),
+    domain="pos",
+    doc="y = log10(x) ⇒ x̄ += ȳ / (ln10·conj(x))",
+)
+_declare(
+    np.log1p, lambda x, y: 1 / (1 + x), domain="pos", doc="y = log1p(x) ⇒ x̄ += ȳ / conj(1 + x)"
+)
 
 
 # -- trigonometric and hyperbolic functions and their inverses -------------------------------
+# (1 − x² as (1 − x)(1 + x): accurate near x = ±1, where 1 − x² cancels)
 
-
-def _sin(x: Any, y: Any, g: Any) -> Any:
-    """y = sin x ⇒ x̄ += conj(cos x)·ȳ."""
-    return scale(np.cos(x), g)
-
-
-def _cos(x: Any, y: Any, g: Any) -> Any:
-    """y = cos x ⇒ x̄ += −conj(sin x)·ȳ."""
-    t = np.sin(x)
-    return scale(np.negative(t, out=t), g)
-
-
-def _tan(x: Any, y: Any, g: Any) -> Any:
-    """y = tan x ⇒ x̄ += conj(1 + y²)·ȳ."""
-    t = np.square(y)
-    t += 1
-    return scale(t, g)
-
-
-def _one_minus_square(x: Any) -> Any:
-    """1 − x² as (1 − x)(1 + x): accurate near x = ±1, where 1 − x² cancels."""
-    t = np.subtract(1, x)
-    t *= np.add(1, x)
-    return t
-
-
-def _arcsin(x: Any, y: Any, g: Any) -> Any:
-    """y = arcsin x ⇒ x̄ += ȳ / conj(√(1 − x²)); ±inf at x = ±1."""
-    t = _one_minus_square(x)
-    return over(g, np.sqrt(t, out=t))
-
-
-def _arccos(x: Any, y: Any, g: Any) -> Any:
-    """y = arccos x ⇒ x̄ += −ȳ / conj(√(1 − x²)); ∓inf at x = ±1."""
-    t = _arcsin(x, y, g)
-    return np.negative(t, out=t)
-
-
-def _arctan(x: Any, y: Any, g: Any) -> Any:
-    """y = arctan x ⇒ x̄ += ȳ / conj(1 + x²)."""
-    t = np.square(x)
-    t += 1
-    return over(g, t)
-
-
-def _sinh(x: Any, y: Any, g: Any) -> Any:
-    """y = sinh x ⇒ x̄ += conj(cosh x)·ȳ."""
-    return scale(np.cosh(x), g)
-
-
-def _cosh(x: Any, y: Any, g: Any) -> Any:
-    """y = cosh x ⇒ x̄ += conj(sinh x)·ȳ."""
-    return scale(np.sinh(x), g)
-
-
-def _tanh(x: Any, y: Any, g: Any) -> Any:
-    """y = tanh x ⇒ x̄ += conj(1 − y²)·ȳ."""
-    t = np.square(y)
-    return scale(np.subtract(1, t, out=t), g)
-
-
-def _arcsinh(x: Any, y: Any, g: Any) -> Any:
-    """y = arcsinh x ⇒ x̄ += ȳ / conj(√(1 + x²))."""
-    t = np.square(x)
-    t += 1
-    return over(g, np.sqrt(t, out=t))
-
-
-def _arccosh(x: Any, y: Any, g: Any) -> Any:
-    """y = arccosh x ⇒ x̄ += ȳ / conj(√(x − 1)·√(x + 1)) (= √(x² − 1) for real x); inf at 1."""
-    if x.dtype.kind == "c":  # the product of the two roots is the branch numpy's arccosh uses
-        t = np.sqrt(x - 1)
-        t *= np.sqrt(x + 1)
-    else:
-        t = np.subtract(x, 1)  # (x − 1)(x + 1): no cancellation near x = 1
-        t *= np.add(x, 1)
-        np.sqrt(t, out=t)
-    return over(g, t)
-
-
-def _arctanh(x: Any, y: Any, g: Any) -> Any:
-    """y = arctanh x ⇒ x̄ += ȳ / conj(1 − x²)."""
-    return over(g, _one_minus_square(x))
-
-
-def _deg2rad(x: Any, y: Any, g: Any) -> Any:
-    """y = x·π/180 ⇒ x̄ += ȳ·π/180."""
-    return np.multiply(g, _RAD)
-
-
-def _rad2deg(x: Any, y: Any, g: Any) -> Any:
-    """y = x·180/π ⇒ x̄ += ȳ·180/π."""
-    return np.multiply(g, _DEG)
-
-
-for _uf, _pull, _pat, _dom, _quiet in [
-    (np.sin, _sin, Inexact, "any", False),
-    (np.cos, _cos, Inexact, "any", False),
-    (np.tan, _tan, Inexact, "unit", False),
-    (np.arcsin, _arcsin, Inexact, "unit", True),
-    (np.arccos, _arccos, Inexact, "unit", True),
-    (np.arctan, _arctan, Inexact, "any", False),
-    (np.sinh, _sinh, Inexact, "any", False),
-    (np.cosh, _cosh, Inexact, "any", False),
-    (np.tanh, _tanh, Inexact, "any", False),
-    (np.arcsinh, _arcsinh, Inexact, "any", False),
-    (np.arccosh, _arccosh, Inexact, "gt1", True),
-    (np.arctanh, _arctanh, Inexact, "unit", True),
-    (np.deg2rad, _deg2rad, Real, "any", False),
-    (np.radians, _deg2rad, Real, "any", False),
-    (np.rad2deg, _rad2deg, Real, "any", False),
-    (np.degrees, _rad2deg, Real, "any", False),
-]:
-    _register(_uf, _pull, _pat, _dom, _quiet)
+_declare(np.sin, lambda x, y: np.cos(x), domain="any", doc="y = sin(x) ⇒ x̄ += conj(cos x)·ȳ")
+_declare(np.cos, lambda x, y: -np.sin(x), domain="any", doc="y = cos(x) ⇒ x̄ += −conj(sin x)·ȳ")
+_declare(np.tan, lambda x, y: 1 + y * y, domain="unit", doc="y = tan(x) ⇒ x̄ += conj(1 + y²)·ȳ")
+_d_arcsin = _declare(
+    np.arcsin,
+    lambda x, y: 1 / np.sqrt((1 - x) * (1 + x)),
+    domain="unit",
+    quiet=True,
+    doc="y = arcsin x ⇒ x̄ += ȳ / conj(√(1 − x²)); ±inf at x = ±1",
+).derivs[0]
+_declare(
+    np.arccos,
+    lambda x, y: -_d_arcsin(x, y),
+    domain="unit",
+    quiet=True,
+    doc="y = arccos x ⇒ x̄ += −ȳ / conj(√(1 − x²)); ∓inf at x = ±1",
+)
+_declare(
+    np.arctan,
+    lambda x, y: 1 / (1 + x * x),
+    domain="any",
+    doc="y = arctan(x) ⇒ x̄ += ȳ / conj(1 + x²)",
+)
+_declare(np.sinh, lambda x, y: np.cosh(x), domain="any", doc="y = sinh(x) ⇒ x̄ += conj(cosh x)·ȳ")
+_declare(np.cosh, lambda x, y: np.sinh(x), domain="any", doc="y = cosh(x) ⇒ x̄ += conj(sinh x)·ȳ")
+_declare(np.tanh, lambda x, y: 1 - y * y, domain="any", doc="y = tanh(x) ⇒ x̄ += conj(1 − y²)·ȳ")
+_declare(
+    np.arcsinh,
+    lambda x, y: 1 / np.sqrt(x * x + 1),
+    domain="any",
+    doc="y = arcsinh(x) ⇒ x̄ += ȳ / conj(√(1 + x²))",
+)
+# (arccosh: √(x − 1)·√(x + 1) is √(x² − 1) without cancellation near 1 for real x, and
+# for complex x the branch numpy's arccosh uses)
+_declare(
+    np.arccosh,
+    lambda x, y: 1 / (np.sqrt(x - 1) * np.sqrt(x + 1)),
+    domain="gt1",
+    quiet=True,
+    doc="y = arccosh x ⇒ x̄ += ȳ / conj(√(x − 1)·√(x + 1)); inf at x = 1",
+)
+_declare(
+    np.arctanh,
+    lambda x, y: 1 / ((1 - x) * (1 + x)),
+    domain="unit",
+    quiet=True,
+    doc="y = arctanh x ⇒ x̄ += ȳ / conj(1 − x²); ±inf at x = ±1",
+)
+for _uf in (np.deg2rad, np.radians):  # y = x·π/180 ⇒ x̄ += ȳ·π/180
+    _declare(_uf, lambda x, y: _RAD, domain="any", real=True, doc="y = x·π/180 ⇒ x̄ += ȳ·π/180")
+for _uf in (np.rad2deg, np.degrees):  # y = x·180/π ⇒ x̄ += ȳ·180/π
+    _declare(_uf, lambda x, y: _DEG, domain="any", real=True, doc="y = x·180/π ⇒ x̄ += ȳ·180/π")
 
 
 # -- np.sinc (a numpy function, reached through __array_function__) ---------------------------
 
-
-def _sinc(x: Any, y: Any, g: Any) -> Any:
-    """y = sin(u)/u, u = πx ⇒ x̄ += conj(π·(u·cos u − sin u)/u²)·ȳ.
-
-    Computed in double precision; for |u| < 0.1 from the series
-    π·(−u/3 + u³/30 − u⁵/840 + u⁷/45360), which the direct form loses to cancellation
-    (and which is 0 at x = 0, where sinc is smooth).
-    """
-    u = np.multiply(x, np.pi, dtype=np.result_type(x.dtype, np.float64))
-    t = np.cos(u)
-    t *= u
-    t -= np.sin(u)
-    t /= np.square(u)
-    t *= np.pi
-    small = np.abs(u) < 0.1
-    if small.any():
-        v = u[small]
-        v2 = v * v
-        t[small] = np.pi * v * (-1 / 3 + v2 * (1 / 30 + v2 * (-1 / 840 + v2 / 45360)))
-    return scale(t, g)
+_PI = np.float64(np.pi)  # (a float64 scalar: the derivative is computed in double precision)
 
 
-_register(np.sinc, _sinc, Inexact, "any", quiet=True)
+def _d_sinc(x: Any, y: Any) -> Any:
+    """d/dx sin(u)/u, u = πx: π·(u·cos u − sin u)/u², in double precision; for |u| < 0.1
+    from the series π·(−u/3 + u³/30 − u⁵/840 + u⁷/45360), which the direct form loses to
+    cancellation (and which is 0 at x = 0, where sinc is smooth)."""
+    u = _PI * x
+    v = u * u
+    series = _PI * u * (-1 / 3 + v * (1 / 30 + v * (-1 / 840 + v / 45360)))
+    return np.where(np.abs(u) < 0.1, series, _PI * (u * np.cos(u) - np.sin(u)) / v)
+
+
+# y = sin(πx)/(πx) ⇒ x̄ += conj(sinc'(x))·ȳ
+_declare(np.sinc, _d_sinc, domain="any", quiet=True, doc=_d_sinc.__doc__ or "")

@@ -25,3 +25,10 @@ from rules.scipy.linalg.equations import (
     solve_sylvester as solve_sylvester,
     sqrtm as sqrtm,
 )
+
+# Plain calls (`scipy.xxx.name(traced)`) reach the rules: see rules/scipy/_routing.py.
+import scipy.linalg as _scipy_linalg
+
+from rules.scipy._routing import route_module
+
+route_module(_scipy_linalg, [(n, globals()[n]) for n in basic.__all__ + equations.__all__])

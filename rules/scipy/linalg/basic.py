@@ -20,17 +20,11 @@ import scipy.linalg
 
 import rulekit
 from rulekit import Array, CoDual, Vararg
-from rules._support.linalg import (
-    add,
-    binder,
-    chol_cotangent,
-    diag_view,
-    dx_of,
-    fold,
-    mH,
-    rdata,
-)
-from rules._support.util import NO_R, new_output
+from rules._support.arguments import array_fdata
+from rules._support.binding import Binder, binder
+from rules._support.cotangents import NO_R, accumulate, zero_rdata_of
+from rules._support.linalg import chol_cotangent, diag_view, fold, mH
+from rules._support.outputs import new_output
 from rules.numpy.linalg.basic import spd, wellcond
 
 __all__ = [
@@ -65,11 +59,13 @@ _NOT_FORWARDED = ("overwrite_a", "overwrite_b")
 
 def _opts(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
     """Primal values of every parameter of `fn` for this call (defaults filled in)."""
-    bound = _binders.setdefault(fn, binder(fn))(args, kwargs)
-    return {k: (v.x if isinstance(v, CoDual) else v) for k, v in bound.items()}
+    bind = _binders.get(fn)
+    if bind is None:
+        bind = _binders[fn] = binder(fn)  # (the signature is read once a function)
+    return bind(args, kwargs).primal_values()
 
 
-_binders: dict[Any, Any] = {}
+_binders: dict[Any, Binder] = {}
 
 
 def _call(fn: Any, opts: dict[str, Any], **over: Any) -> Any:
@@ -165,8 +161,8 @@ def solve_triangular_rrule(f: CoDual, a: CoDual, b: CoDual, *rest: CoDual, **kwa
     out = new_output(x)
 
     def pullback(dy: Any) -> tuple[Any, ...]:
-        nr = (NO_R, NO_R, NO_R, *map(rdata, rest))
-        if dx_of(a) is None and dx_of(b) is None:
+        nr = (NO_R, NO_R, NO_R, *map(zero_rdata_of, rest))
+        if array_fdata(a) is None and array_fdata(b) is None:
             return nr
         A, g = a.x, out.dx
         kw = dict(lower=lower, unit_diagonal=unit, check_finite=False)
@@ -176,11 +172,11 @@ def solve_triangular_rrule(f: CoDual, a: CoDual, b: CoDual, *rest: CoDual, **kwa
             bb = np.conj(sl.solve_triangular(A, np.conj(g), **kw))
         else:
             bb = sl.solve_triangular(A, g, **kw)
-        add(b, bb)
-        if dx_of(a) is not None:
+        accumulate(b, bb)
+        if array_fdata(a) is not None:
             G = _op_cotangent(_outer_bar(bb, x, b.x.ndim == 1), trans)
             G = np.tril(G, -1 if unit else 0) if lower else np.triu(G, 1 if unit else 0)
-            add(a, G)
+            accumulate(a, G)
         return nr
 
     return out, pullback
@@ -219,11 +215,11 @@ def cho_factor_rrule(f: CoDual, a: CoDual, *rest: CoDual, **kwargs: Any) -> tupl
     out = new_output(res)
 
     def pullback(dy: Any) -> tuple[Any, ...]:
-        if dx_of(a) is not None and isinstance(out.dx, (tuple, list)):
+        if array_fdata(a) is not None and isinstance(out.dx, (tuple, list)):
             cb = out.dx[0]
             G = _chol_bar(c, cb, low)
-            add(a, G + (np.triu(cb, 1) if low else np.tril(cb, -1)))
-        return (NO_R, NO_R, *map(rdata, rest))
+            accumulate(a, G + (np.triu(cb, 1) if low else np.tril(cb, -1)))
+        return (NO_R, NO_R, *map(zero_rdata_of, rest))
 
     return out, pullback
 
@@ -259,15 +255,15 @@ def cho_solve_rrule(f: CoDual, cl: CoDual, b: CoDual, *rest: CoDual, **kwargs: A
 
     def pullback(dy: Any) -> tuple[Any, ...]:
         cdx = _tuple_dx(cl)
-        if cdx is not None or dx_of(b) is not None:
+        if cdx is not None or array_fdata(b) is not None:
             bb = sl.cho_solve((c, low), out.dx, check_finite=False)
-            add(b, bb)
+            accumulate(b, bb)
             if cdx is not None:
                 Ab = _outer_bar(bb, x, vec)
                 S = Ab + mH(Ab)
                 g = np.tril(S @ np.tril(c)) if low else np.triu(np.triu(c) @ S)
-                add(CoDual(c, cdx), g)
-        return (NO_R, rdata(cl), NO_R, *map(rdata, rest))
+                accumulate(CoDual(c, cdx), g)
+        return (NO_R, zero_rdata_of(cl), NO_R, *map(zero_rdata_of, rest))
 
     return out, pullback
 
@@ -290,8 +286,8 @@ def cholesky_rrule(f: CoDual, a: CoDual, *rest: CoDual, **kwargs: Any) -> tuple[
     out = new_output(y)
 
     def pullback(dy: Any) -> tuple[Any, ...]:
-        if dx_of(a) is not None:
-            add(a, _chol_bar(y, out.dx, bool(o["lower"])))
-        return (NO_R, NO_R, *map(rdata, rest))
+        if array_fdata(a) is not None:
+            accumulate(a, _chol_bar(y, out.dx, bool(o["lower"])))
+        return (NO_R, NO_R, *map(zero_rdata_of, rest))
 
     return out, pullback

@@ -18,8 +18,10 @@ import scipy.linalg
 
 import rulekit
 from rulekit import Array, CoDual, Vararg
-from rules._support.linalg import add, dx_of, mH, rdata
-from rules._support.util import NO_R, new_output
+from rules._support.arguments import array_fdata
+from rules._support.cotangents import NO_R, accumulate, zero_rdata_of
+from rules._support.linalg import mH
+from rules._support.outputs import new_output
 from rules.numpy.linalg.basic import spd, wellcond
 from rules.scipy.linalg.basic import _call, _opts
 
@@ -132,14 +134,14 @@ def solve_banded_rrule(
     out = new_output(x)
 
     def pullback(dy: Any) -> tuple[Any, ...]:
-        nr = (NO_R, NO_R, NO_R, NO_R, *map(rdata, rest))
-        if dx_of(ab) is None and dx_of(b) is None:
+        nr = (NO_R, NO_R, NO_R, NO_R, *map(zero_rdata_of, rest))
+        if array_fdata(ab) is None and array_fdata(b) is None:
             return nr
         abh = _band_transpose(np.asarray(ab.x, x.dtype), lower, upper)
         bb = sl.solve_banded((upper, lower), abh, out.dx, check_finite=False)
-        add(b, bb)
-        if dx_of(ab) is not None:
-            add(ab, _band_outer(bb, x, lower, upper, b.x.ndim == 1))
+        accumulate(b, bb)
+        if array_fdata(ab) is not None:
+            accumulate(ab, _band_outer(bb, x, lower, upper, b.x.ndim == 1))
         return nr
 
     return out, pullback
@@ -181,14 +183,14 @@ def solve_sylvester_rrule(f: CoDual, a: CoDual, b: CoDual, q: CoDual) -> tuple[C
     out = new_output(x)
 
     def pullback(dy: Any) -> tuple[Any, ...]:
-        if dx_of(a) is None and dx_of(b) is None and dx_of(q) is None:
+        if array_fdata(a) is None and array_fdata(b) is None and array_fdata(q) is None:
             return NO_R, NO_R, NO_R, NO_R
         y = _solve_sylvester(mH(a.x), mH(b.x), out.dx)
-        add(q, y)
-        if dx_of(a) is not None:
-            add(a, -(y @ mH(x)))
-        if dx_of(b) is not None:
-            add(b, -(mH(x) @ y))
+        accumulate(q, y)
+        if array_fdata(a) is not None:
+            accumulate(a, -(y @ mH(x)))
+        if array_fdata(b) is not None:
+            accumulate(b, -(mH(x) @ y))
         return NO_R, NO_R, NO_R, NO_R
 
     return out, pullback
@@ -217,10 +219,10 @@ def sqrtm_rrule(f: CoDual, a: CoDual, *rest: CoDual, **kwargs: Any) -> tuple[CoD
     out = new_output(res)
 
     def pullback(dy: Any) -> tuple[Any, ...]:
-        if dx_of(a) is not None:
+        if array_fdata(a) is not None:
             g = out.dx[0] if isinstance(out.dx, tuple) else out.dx
             yh = mH(y)
-            add(a, _solve_sylvester(yh, yh, g))
-        return (NO_R, NO_R, *map(rdata, rest))
+            accumulate(a, _solve_sylvester(yh, yh, g))
+        return (NO_R, NO_R, *map(zero_rdata_of, rest))
 
     return out, pullback

@@ -11,17 +11,10 @@ import scipy.linalg
 
 import rulekit
 from rulekit import Array, CoDual, Vararg
-from rules._support.linalg import (
-    LU,
-    add,
-    adjugate_H,
-    dx_of,
-    lapack_dtype,
-    mH,
-    rdata,
-    tri_solve_right,
-)
-from rules._support.util import NO_F, NO_R, new_output
+from rules._support.arguments import array_fdata
+from rules._support.cotangents import NO_F, NO_R, accumulate, zero_rdata_of
+from rules._support.linalg import LU, adjugate_H, lapack_dtype, mH, tri_solve_right
+from rules._support.outputs import new_output
 from rules.numpy.linalg.basic import spd, wellcond
 from rules.scipy.linalg.basic import (
     _call,
@@ -102,14 +95,14 @@ def lu_factor_rrule(f: CoDual, a: CoDual, *rest: CoDual, **kwargs: Any) -> tuple
     out = new_output(res)
 
     def pullback(dy: Any) -> tuple[Any, ...]:
-        if dx_of(a) is not None and isinstance(out.dx, (tuple, list)):
+        if array_fdata(a) is not None and isinstance(out.dx, (tuple, list)):
             g = out.dx[0]
             L, U = _lu_parts(lu)
             M = np.tril(mH(L) @ g, -1) + np.triu(g @ mH(U))
             Z = sl.solve_triangular(L, M, lower=True, unit_diagonal=True, trans=2)
             Z = tri_solve_right(Z, U, lower=False)
-            add(a, _rows(Z, np.argsort(_perm(piv), axis=-1)))
-        return (NO_R, NO_R, *map(rdata, rest))
+            accumulate(a, _rows(Z, np.argsort(_perm(piv), axis=-1)))
+        return (NO_R, NO_R, *map(zero_rdata_of, rest))
 
     return out, pullback
 
@@ -140,7 +133,7 @@ def lu_solve_rrule(f: CoDual, lp: CoDual, b: CoDual, *rest: CoDual, **kwargs: An
 
     def pullback(dy: Any) -> tuple[Any, ...]:
         ldx = _tuple_dx(lp)
-        if ldx is not None or dx_of(b) is not None:
+        if ldx is not None or array_fdata(b) is not None:
             g, cplx = out.dx, np.iscomplexobj(lu)
             if trans == 0:
                 bb = sl.lu_solve((lu, piv), g, trans=2 if cplx else 1, check_finite=False)
@@ -148,12 +141,12 @@ def lu_solve_rrule(f: CoDual, lp: CoDual, b: CoDual, *rest: CoDual, **kwargs: An
                 bb = np.conj(sl.lu_solve((lu, piv), np.conj(g), check_finite=False))
             else:
                 bb = sl.lu_solve((lu, piv), g, check_finite=False)
-            add(b, bb)
+            accumulate(b, bb)
             if ldx is not None:
                 Bb = _rows(_op_cotangent(_outer_bar(bb, x, b.x.ndim == 1), trans), _perm(piv))
                 L, U = _lu_parts(lu)
-                add(CoDual(lu, ldx), np.tril(Bb @ mH(U), -1) + np.triu(mH(L) @ Bb))
-        return (NO_R, rdata(lp), NO_R, *map(rdata, rest))
+                accumulate(CoDual(lu, ldx), np.tril(Bb @ mH(U), -1) + np.triu(mH(L) @ Bb))
+        return (NO_R, zero_rdata_of(lp), NO_R, *map(zero_rdata_of, rest))
 
     return out, pullback
 
@@ -182,11 +175,11 @@ def inv_rrule(f: CoDual, a: CoDual, *rest: CoDual, **kwargs: Any) -> tuple[CoDua
     out = new_output(y)
 
     def pullback(dy: Any) -> tuple[Any, ...]:
-        if dx_of(a) is not None:
+        if array_fdata(a) is not None:
             yh = mH(y)
             G = _structured(-(yh @ out.dx @ yh), o.get("assume_a"), bool(o.get("lower")), False)
-            add(a, G)
-        return (NO_R, NO_R, *map(rdata, rest))
+            accumulate(a, G)
+        return (NO_R, NO_R, *map(zero_rdata_of, rest))
 
     return out, pullback
 
@@ -234,8 +227,8 @@ def solve_rrule(f: CoDual, a: CoDual, b: CoDual, *rest: CoDual, **kwargs: Any) -
     herm = kind in ("her", "pos") or (kind == "sym" and not cplx)
 
     def pullback(dy: Any) -> tuple[Any, ...]:
-        nr = (NO_R, NO_R, NO_R, *map(rdata, rest))
-        if dx_of(a) is None and dx_of(b) is None:
+        nr = (NO_R, NO_R, NO_R, *map(zero_rdata_of, rest))
+        if array_fdata(a) is None and array_fdata(b) is None:
             return nr
         g = out.dx
         if lu is not None:
@@ -248,10 +241,10 @@ def solve_rrule(f: CoDual, a: CoDual, b: CoDual, *rest: CoDual, **kwargs: Any) -
             swap = {"upper triangular": "lower triangular", "lower triangular": "upper triangular"}
             adj = np.conj(A) if tr else mH(A)
             bb = sl.solve(adj, g, assume_a=assume if tr else swap.get(kind, assume), lower=lower)
-        add(b, bb)
-        if dx_of(a) is not None:
+        accumulate(b, bb)
+        if array_fdata(a) is not None:
             G = _op_cotangent(_outer_bar(bb, x, B.ndim == 1), 1 if tr else 0)
-            add(a, _structured(G, assume, lower, cplx))
+            accumulate(a, _structured(G, assume, lower, cplx))
         return nr
 
     return out, pullback
@@ -285,13 +278,13 @@ def det_rrule(f: CoDual, a: CoDual, *rest: CoDual, **kwargs: Any) -> tuple[CoDua
             # scipy returns a view of a stack of 1×1 matrices (det = the entry): d̄ is then
             # the same view of Ā, and there is nothing to do in the pullback.
             view = None if a.dx is None else a.dx[..., 0, 0]
-            return CoDual(d, view), lambda dy: (NO_R, NO_R, *map(rdata, rest))
+            return CoDual(d, view), lambda dy: (NO_R, NO_R, *map(zero_rdata_of, rest))
         out = new_output(d)
 
     def pullback(dy: Any) -> tuple[Any, ...]:
-        nr = (NO_R, NO_R, *map(rdata, rest))
+        nr = (NO_R, NO_R, *map(zero_rdata_of, rest))
         g = out.dx if isinstance(out.dx, np.ndarray) else dy
-        if dx_of(a) is None or not isinstance(g, (np.ndarray, float, complex, np.number)):
+        if array_fdata(a) is None or not isinstance(g, (np.ndarray, float, complex, np.number)):
             return nr
         if lu is not None and not lu.nearly_singular:
             adj_h = np.conj(d) * lu.solve(np.eye(A.shape[0], dtype=lu.lu.dtype), adjoint=True)
@@ -299,7 +292,7 @@ def det_rrule(f: CoDual, a: CoDual, *rest: CoDual, **kwargs: Any) -> tuple[CoDua
             adj_h = np.conj(d)[..., None, None] * mH(np.linalg.inv(A))
         else:
             adj_h = adjugate_H(A)
-        add(a, np.asarray(g)[..., None, None] * adj_h)
+        accumulate(a, np.asarray(g)[..., None, None] * adj_h)
         return nr
 
     return out, pullback
@@ -336,8 +329,8 @@ def expm_rrule(f: CoDual, a: CoDual) -> tuple[CoDual, Any]:
     out = new_output(sl.expm(a.x))
 
     def pullback(dy: Any) -> tuple[Any, ...]:
-        if dx_of(a) is not None:
-            add(a, _block_adjoint(sl.expm, a.x, out.dx))
+        if array_fdata(a) is not None:
+            accumulate(a, _block_adjoint(sl.expm, a.x, out.dx))
         return (NO_R, NO_R)
 
     return out, pullback
@@ -360,9 +353,9 @@ def logm_rrule(f: CoDual, a: CoDual, *rest: CoDual, **kwargs: Any) -> tuple[CoDu
     out = new_output(y)
 
     def pullback(dy: Any) -> tuple[Any, ...]:
-        if dx_of(a) is not None:
+        if array_fdata(a) is not None:
             g = out.dx[0] if isinstance(out.dx, tuple) else out.dx
-            add(a, _block_adjoint(sl.logm, a.x, g))
-        return (NO_R, NO_R, *map(rdata, rest))
+            accumulate(a, _block_adjoint(sl.logm, a.x, g))
+        return (NO_R, NO_R, *map(zero_rdata_of, rest))
 
     return out, pullback

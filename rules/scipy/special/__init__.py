@@ -71,3 +71,17 @@ from rules.scipy.special.gamma_bessel import (
     y1 as y1,
     yn as yn,
 )
+
+# Plain calls (`scipy.xxx.name(traced)`) reach the rules: see rules/scipy/_routing.py.
+import scipy.special as _scipy_special
+
+from rules.scipy._routing import route_module
+
+route_module(
+    _scipy_special,
+    [
+        (n, globals()[n])
+        for m in (unary, binary, reductions, wrapped, gamma_bessel)
+        for n in m.__all__
+    ],
+)

@@ -1,6 +1,6 @@
-"""Helpers shared by the scipy.special rules (rules.scipy.special, rules.scipy.special,
-rules.scipy.special): type patterns derived from a ufunc's loops, one generic
-elementwise rule, cotangent plumbing, and example builders.
+"""Helpers shared by the scipy.special rules (`.unary`, `.binary`, `.gamma_bessel`,
+`.wrapped`): type patterns derived from a ufunc's loops, `declare` (a `rulekit.elementwise`
+declaration with scipy's conventions), cotangent plumbing, and example builders.
 
 See docs/conventions-special.md for the conventions (domains, non-differentiable
 points, complex support) that the rules built here follow.
@@ -15,17 +15,19 @@ import numpy as np
 
 import rulekit
 from rulekit import Array, CoDual, NoRData
-from rules._support.util import NO_R, accumulate, new_output
+from rulekit._elementwise import Elementwise, declaring_module, differentiable, elementwise
+from rulekit._elementwise import operand_pattern as _operand_pattern
 
 __all__ = [
     "CONST",
     "active",
     "check_ufunc_kwargs",
     "cot",
+    "declare",
+    "no_partial",
     "operand_pattern",
+    "refuse_active",
     "signed",
-    "times_conj",
-    "ufunc_rule",
     "unary_examples",
     "uniform",
 ]
@@ -36,30 +38,11 @@ CONST = Union[int, bool, np.integer, np.bool_, Array[np.integer], Array[np.bool_
 # ufunc keyword arguments that do not change what is computed (or only the output dtype).
 _PASSED_KWARGS = frozenset({"dtype", "casting", "order", "subok"})
 
-_REAL_LOOPS: dict[str, tuple[type, ...]] = {
-    "f": (np.float16, np.float32),  # float16 runs (exactly) in the float32 loop
-    "d": (np.float64,),
-    "g": (np.longdouble,),
-}
-_COMPLEX_LOOPS: dict[str, tuple[type, ...]] = {"F": (np.complex64,), "D": (np.complex128,)}
-
-
-def _loop_types(ufunc: np.ufunc, complex_: bool) -> list[type]:
-    """The numpy scalar types whose arrays `ufunc` evaluates in one of its own loops."""
-    chars = {t.split("->")[0][0] for t in ufunc.types}
-    table = {**_REAL_LOOPS, **(_COMPLEX_LOOPS if complex_ else {})}
-    return [t for c, ts in table.items() if c in chars for t in ts]
-
 
 def operand_pattern(ufunc: np.ufunc, complex_: bool = False, const: bool = False) -> Any:
     """Pattern for a differentiable operand of `ufunc`: arrays and scalars of its loop types,
     plus Python float (and complex if `complex_`); with `const`, integer/bool constants too."""
-    types = _loop_types(ufunc, complex_)
-    py: list[Any] = [float, *([complex] if complex_ else [])]
-    parts = [*(Array[t] for t in types), *types, *py]
-    if const:
-        parts.append(CONST)
-    return Union[tuple(parts)]
+    return _operand_pattern(ufunc, complex_, const)
 
 
 def check_ufunc_kwargs(ufunc: np.ufunc, kwargs: dict[str, Any]) -> None:
@@ -73,13 +56,8 @@ def check_ufunc_kwargs(ufunc: np.ufunc, kwargs: dict[str, Any]) -> None:
         )
 
 
-def active(cd: Any) -> bool:
-    """True if `cd` is a CoDual whose adjoint is wanted and exists (float/complex data)."""
-    if not isinstance(cd, CoDual) or cd.dx is None:
-        return False
-    return isinstance(cd.dx, np.ndarray) or isinstance(
-        cd.x, (float, complex, np.floating, np.complexfloating)
-    )
+#: The activity test of every rule here: an active (dx not None) float/complex argument.
+active = differentiable
 
 
 def cot(out_x: Any, out_dx: Any, dy: Any) -> Any:
@@ -89,53 +67,53 @@ def cot(out_x: Any, out_dx: Any, dy: Any) -> Any:
     return 0.0 if isinstance(dy, NoRData) or dy is None else dy
 
 
-def times_conj(d: Any, g: Any) -> Any:
-    """conj(d)·g: the cotangent of an input whose partial derivative is `d` (JAX convention)."""
-    return (np.conj(d) if np.iscomplexobj(d) else d) * g
-
-
-Partials = Callable[..., Sequence[Any]]
-
-
-def ufunc_rule(ufunc: np.ufunc, partials: Partials, nargs: int, adjoint: str) -> Any:
-    """The elementwise rule of `ufunc` (the caller registers it, so the registry records the
-    caller's module).
-
-    `partials(need, *xs, y)` returns ∂y/∂xᵢ for every i with `need[i]` (None for the
-    others): elementwise, broadcastable to y. The pullback does `x̄ᵢ += conj(∂ᵢ)·ȳ`,
-    summed over broadcast axes (`accumulate`). `adjoint` is the math, for the docstring.
-    """
-
-    def rule(f: CoDual, *args: CoDual, **kwargs: Any) -> tuple[CoDual, Any]:
-        check_ufunc_kwargs(ufunc, kwargs)
-        xs = tuple(a.x for a in args)
-        y = ufunc(*xs, **kwargs)
-        out = new_output(y)
-
-        def pullback(dy: Any) -> tuple[Any, ...]:
-            need = tuple(active(a) for a in args)
-            if not any(need):
-                return (NO_R,) * (nargs + 1)
-            g = cot(y, out.dx, dy)
-            # At poles and domain edges the partials are ±inf/NaN by design (see the docs
-            # page): no floating-point warnings for them.
-            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-                ds = partials(need, *xs, y)
-                grads = [times_conj(d, g) if k else None for d, k in zip(ds, need, strict=True)]
-            return (
-                NO_R,
-                *(
-                    NO_R if d is None else accumulate(a, d)
-                    for a, d in zip(args, grads, strict=True)
-                ),
-            )
-
-        return out, pullback
-
+def declare(
+    ufunc: np.ufunc,
+    *derivs: Callable[..., Any],
+    patterns: Sequence[Any],
+    examples: Any,
+    adjoint: str,
+    constant: dict[int, str] | None = None,
+    why: str = "",
+) -> Elementwise:
+    """`rulekit.elementwise(ufunc, *derivs)` registered for `patterns` (one tuple), its
+    partials evaluated without warnings (at poles and domain edges they are ±inf/NaN by
+    design, docs/conventions-special.md). The operands in `constant` (index: label) have
+    no derivative: their partial is never called, and the rule raises NotImplementedError
+    (`why`) when one is active. `adjoint` is the math, for the rule's docstring."""
+    module = declaring_module()
     name = ufunc.__name__
-    rule.__name__ = rule.__qualname__ = f"{name}_rrule"
-    rule.__doc__ = f"scipy.special.{name}: {adjoint}"
-    return rule
+    doc = f"scipy.special.{name}: {adjoint}"
+    decl = elementwise(ufunc, *derivs, patterns=(), quiet=True, doc=doc, module=module)
+    rule = decl.rule
+    if constant:
+        fixed, inner = constant, decl.rule
+
+        def rule(f: CoDual, *args: CoDual, **kwargs: Any) -> tuple[CoDual, Any]:
+            refuse_active(name, args, fixed, why)
+            return inner(f, *args, **kwargs)
+
+        rule.__name__ = rule.__qualname__ = inner.__name__
+        rule.__doc__ = doc
+    rulekit.registry.add("rrule", ufunc, patterns, rule, examples=examples, module=module)
+    return decl
+
+
+def no_partial(*args: Any) -> Any:
+    """The partial of an operand declared constant (`declare(..., constant=...)`): never
+    evaluated, because the rule refuses that operand when it is active."""
+    raise AssertionError("the partial of a constant operand was evaluated")
+
+
+def refuse_active(name: str, args: Sequence[CoDual], which: dict[int, str], why: str) -> None:
+    """Raise NotImplementedError if an argument listed in `which` is active."""
+    for i, label in which.items():
+        if active(args[i]):
+            raise NotImplementedError(
+                f"scipy.special.{name}: the derivative with respect to {label} is not "
+                f"implemented, and {label} is active here. Fix: pass {label} as a constant "
+                f"(a plain value, not traced and not in argnums, or an integer). ({why}.)"
+            )
 
 
 # -- example data -------------------------------------------------------------------------------

@@ -21,12 +21,7 @@ import scipy.special as sp
 import rulekit
 from rulekit import Array, CoDual
 from rules._support.util import NO_R, accumulate, new_output
-from rules.scipy.special._common import (
-    Partials,
-    active,
-    operand_pattern,
-    ufunc_rule,
-)
+from rules.scipy.special._common import active, declare, operand_pattern
 
 __all__ = ["beta", "betaln", "polygamma", "rel_entr", "xlog1py", "xlogy"]
 
@@ -36,14 +31,15 @@ polygamma = rulekit.primitive(sp.polygamma)
 
 def _binary(
     ufunc: np.ufunc,
-    partials: Partials,
+    d0: Callable[..., Any],
+    d1: Callable[..., Any],
     adjoint: str,
     examples: Callable[[], list[rulekit.Example]],
     complex_: bool = False,
 ) -> None:
-    rule = ufunc_rule(ufunc, partials, 2, adjoint)
+    """Declare `ufunc(x, y)` by its two partials `d(x, y, out)`; integer operands are constants."""
     p = operand_pattern(ufunc, complex_=complex_, const=True)
-    rulekit.rrule.register(ufunc, p, p, examples=examples)(rule)
+    declare(ufunc, d0, d1, patterns=(p, p), examples=examples, adjoint=adjoint)
 
 
 def _where0(x: Any, v: Any) -> Any:
@@ -54,21 +50,10 @@ def _where0(x: Any, v: Any) -> Any:
 # -- x·log(y), x·log1p(y) -----------------------------------------------------------------------
 
 
-def _xlogy_partials(need: tuple[bool, ...], x: Any, y: Any, out: Any) -> tuple[Any, Any]:
-    """∂x = log y (also at x = 0, where xlogy is differentiable in x for y > 0);
-    ∂y = x/y, and 0 where x = 0 (xlogy(0, y) = 0 for every y)."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        dx = np.log(y) if need[0] else None
-        dy = _where0(x, np.true_divide(x, y)) if need[1] else None
-    return dx, dy
-
-
-def _xlog1py_partials(need: tuple[bool, ...], x: Any, y: Any, out: Any) -> tuple[Any, Any]:
-    """∂x = log1p(y); ∂y = x/(1 + y), and 0 where x = 0."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        dx = np.log1p(y) if need[0] else None
-        dy = _where0(x, np.true_divide(x, np.add(y, 1))) if need[1] else None
-    return dx, dy
+# xlogy: ∂x = log y (also at x = 0, where xlogy is differentiable in x for y > 0);
+# ∂y = x/y, and 0 where x = 0 (xlogy(0, y) = 0 for every y). xlog1py: log1p(y), x/(1 + y).
+_xlogy_dy = lambda x, y, out: _where0(x, np.true_divide(x, y))  # noqa: E731
+_xlog1py_dy = lambda x, y, out: _where0(x, np.true_divide(x, np.add(y, 1)))  # noqa: E731
 
 
 def _xlogy_examples(shift: float) -> Callable[[], list[rulekit.Example]]:
@@ -90,30 +75,41 @@ def _xlogy_examples(shift: float) -> Callable[[], list[rulekit.Example]]:
 
 
 # x·log(y)  ⇒  x̄ += conj(log y)·ȳ,  ȳ_y += conj(x/y)·ȳ
-_binary(xlogy, _xlogy_partials, "x̄ += conj(log y)·z̄, ȳ += conj(x/y)·z̄ (0 where x = 0)",
-        _xlogy_examples(0.0), complex_=True)  # fmt: skip
+_binary(
+    xlogy,
+    lambda x, y, out: np.log(y),
+    _xlogy_dy,
+    "x̄ += conj(log y)·z̄, ȳ += conj(x/y)·z̄ (0 where x = 0)",
+    _xlogy_examples(0.0),
+    complex_=True,
+)
 # x·log1p(y)  ⇒  x̄ += conj(log1p y)·z̄,  ȳ += conj(x/(1+y))·z̄
-_binary(xlog1py, _xlog1py_partials, "x̄ += conj(log1p y)·z̄, ȳ += conj(x/(1+y))·z̄",
-        _xlogy_examples(-0.9), complex_=True)  # fmt: skip
+_binary(
+    xlog1py,
+    lambda x, y, out: np.log1p(y),
+    _xlog1py_dy,
+    "x̄ += conj(log1p y)·z̄, ȳ += conj(x/(1+y))·z̄",
+    _xlogy_examples(-0.9),
+    complex_=True,
+)
 
 
 # -- relative entropy ---------------------------------------------------------------------------
 
 
-def _rel_entr_partials(need: tuple[bool, ...], x: Any, y: Any, out: Any) -> tuple[Any, Any]:
-    """Inside (x > 0, y > 0): ∂x = log(x/y) + 1, ∂y = −x/y. At x = 0 < y: ∂x = −inf (one-sided),
-    ∂y = 0; at x = 0 = y: ∂x = NaN, ∂y = 0. Outside the domain (rel_entr = inf): NaN."""
+def _rel_entr_dx(x: Any, y: Any, out: Any) -> Any:
+    """Inside (x > 0, y > 0): log(x/y) + 1. At x = 0 < y: −inf (one-sided); at x = 0 = y:
+    NaN. Outside the domain (rel_entr = inf): NaN."""
     x, y = np.asarray(x), np.asarray(y)
-    inside = (x > 0) & (y > 0)
+    dx = np.where((x > 0) & (y > 0), np.log(x) - np.log(y) + 1, np.nan)
+    return np.where((x == 0) & (y > 0), -np.inf, dx)
+
+
+def _rel_entr_dy(x: Any, y: Any, out: Any) -> Any:
+    """Inside: −x/y; at x = 0 ≤ y: 0; outside the domain: NaN."""
+    x, y = np.asarray(x), np.asarray(y)
     edge = (x == 0) & (y >= 0)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        dx = dy = None
-        if need[0]:
-            dx = np.where(inside, np.log(x) - np.log(y) + 1, np.nan)
-            dx = np.where(edge & (y > 0), -np.inf, dx)
-        if need[1]:
-            dy = np.where(inside, -(x / y), np.where(edge, 0.0, np.nan))
-    return dx, dy
+    return np.where((x > 0) & (y > 0), -(x / y), np.where(edge, 0.0, np.nan))
 
 
 def _rel_entr_examples() -> list[rulekit.Example]:
@@ -128,26 +124,21 @@ def _rel_entr_examples() -> list[rulekit.Example]:
 
 
 # x·log(x/y)  ⇒  x̄ += (log(x/y) + 1)·z̄,  ȳ += −(x/y)·z̄
-_binary(rel_entr, _rel_entr_partials, "x̄ += (log(x/y) + 1)·z̄, ȳ −= (x/y)·z̄",
-        _rel_entr_examples)  # fmt: skip
+_binary(
+    rel_entr, _rel_entr_dx, _rel_entr_dy, "x̄ += (log(x/y) + 1)·z̄, ȳ −= (x/y)·z̄", _rel_entr_examples
+)
 
 
 # -- beta function ------------------------------------------------------------------------------
 
 
-def _betaln_partials(need: tuple[bool, ...], a: Any, b: Any, out: Any) -> tuple[Any, Any]:
-    """∂a log|B| = ψ(a) − ψ(a+b), ∂b log|B| = ψ(b) − ψ(a+b)."""
-    psi_ab = sp.digamma(np.add(a, b))
-    return (
-        sp.digamma(a) - psi_ab if need[0] else None,
-        sp.digamma(b) - psi_ab if need[1] else None,
-    )
+def _d_betaln_a(a: Any, b: Any, out: Any) -> Any:
+    """∂a log|B(a, b)| = ψ(a) − ψ(a+b) (∂b: by symmetry, `_d_betaln_b`)."""
+    return sp.digamma(a) - sp.digamma(np.add(a, b))
 
 
-def _beta_partials(need: tuple[bool, ...], a: Any, b: Any, out: Any) -> tuple[Any, Any]:
-    """∂a B = B·(ψ(a) − ψ(a+b)), ∂b B = B·(ψ(b) − ψ(a+b))."""
-    da, db = _betaln_partials(need, a, b, out)
-    return (None if da is None else out * da, None if db is None else out * db)
+def _d_betaln_b(a: Any, b: Any, out: Any) -> Any:
+    return _d_betaln_a(b, a, out)
 
 
 def _beta_examples() -> list[rulekit.Example]:
@@ -162,11 +153,21 @@ def _beta_examples() -> list[rulekit.Example]:
 
 
 # B(a, b) = Γ(a)Γ(b)/Γ(a+b)  ⇒  ā += B·(ψ(a) − ψ(a+b))·ȳ,  b̄ += B·(ψ(b) − ψ(a+b))·ȳ
-_binary(beta, _beta_partials, "ā += B·(ψ(a) − ψ(a+b))·ȳ, b̄ += B·(ψ(b) − ψ(a+b))·ȳ",
-        _beta_examples)  # fmt: skip
+_binary(
+    beta,
+    lambda a, b, out: out * _d_betaln_a(a, b, out),
+    lambda a, b, out: out * _d_betaln_b(a, b, out),
+    "ā += B·(ψ(a) − ψ(a+b))·ȳ, b̄ += B·(ψ(b) − ψ(a+b))·ȳ",
+    _beta_examples,
+)
 # log|B(a, b)|  ⇒  ā += (ψ(a) − ψ(a+b))·ȳ,  b̄ += (ψ(b) − ψ(a+b))·ȳ
-_binary(betaln, _betaln_partials, "ā += (ψ(a) − ψ(a+b))·ȳ, b̄ += (ψ(b) − ψ(a+b))·ȳ",
-        _beta_examples)  # fmt: skip
+_binary(
+    betaln,
+    _d_betaln_a,
+    _d_betaln_b,
+    "ā += (ψ(a) − ψ(a+b))·ȳ, b̄ += (ψ(b) − ψ(a+b))·ȳ",
+    _beta_examples,
+)
 
 
 # -- polygamma (a Python function: the wrapper) -------------------------------------------------

@@ -28,12 +28,13 @@ from rulekit import Array, CoDual
 from rules._support.util import NO_R, accumulate, new_output
 from rules.scipy.special._common import (
     CONST,
-    Partials,
     active,
     check_ufunc_kwargs,
     cot,
+    declare,
+    no_partial,
     operand_pattern,
-    ufunc_rule,
+    refuse_active,
 )
 
 __all__ = [
@@ -70,51 +71,20 @@ _COMPLEX: Any = Union[
 ]
 
 
-def _no_active(name: str, args: Sequence[CoDual], which: dict[int, str], why: str) -> None:
-    """Raise NotImplementedError if an argument listed in `which` is active."""
-    for i, label in which.items():
-        if active(args[i]):
-            raise NotImplementedError(
-                f"scipy.special.{name}: the derivative with respect to {label} is not "
-                f"implemented, and {label} is active here. Fix: pass {label} as a constant "
-                f"(a plain value, not traced and not in argnums, or an integer). ({why}.)"
-            )
-
-
 def _register(
     ufunc: np.ufunc,
     patterns: Sequence[Any],
-    partials: Partials,
+    deriv: Callable[..., Any],
     adjoint: str,
     examples: Examples,
-    constant: dict[int, str] | None = None,
-    why: str = "",
+    constant: dict[int, str],
+    why: str,
 ) -> None:
-    """Register the elementwise rule of `ufunc` (see `ufunc_rule`); the arguments in
-    `constant` get no cotangent and raise NotImplementedError when active."""
-    inner = ufunc_rule(ufunc, partials, len(patterns), adjoint)
-    if constant:
-        fixed = constant
-
-        def rule(f: CoDual, *args: CoDual, **kwargs: Any) -> tuple[CoDual, Any]:
-            _no_active(ufunc.__name__, args, fixed, why)
-            return inner(f, *args, **kwargs)
-
-        rule.__name__ = rule.__qualname__ = inner.__name__
-        rule.__doc__ = inner.__doc__
-    else:
-        rule = inner
-    rulekit.rrule.register(ufunc, *patterns, examples=examples)(rule)
-
-
-def _x_only(fn: Callable[..., Any]) -> Partials:
-    """Partials of a function whose last argument is the only differentiable one."""
-
-    def partials(need: tuple[bool, ...], *xs_y: Any) -> tuple[Any, ...]:
-        xs, y = xs_y[:-1], xs_y[-1]
-        return (*(None,) * (len(xs) - 1), fn(*xs, y) if need[-1] else None)
-
-    return partials
+    """Declare `ufunc` whose last operand is the only differentiable one, ∂ = deriv(*xs, y);
+    the operands in `constant` get no cotangent and raise NotImplementedError when active."""
+    consts = (no_partial,) * (len(patterns) - 1)
+    declare(ufunc, *consts, deriv, patterns=patterns, examples=examples, adjoint=adjoint,
+            constant=constant, why=why)  # fmt: skip
 
 
 def _rng_examples(seed: int, make: Callable[[np.random.Generator], list[Any]]) -> Examples:
@@ -165,15 +135,15 @@ def _betainc_examples(rng: np.random.Generator) -> list[Any]:
 
 _P_GI = operand_pattern(gammainc, const=True)
 # P(a, x)  ⇒  x̄ += x^{a−1} e^{−x}/Γ(a)·ȳ;   Q(a, x) = 1 − P(a, x)
-_register(gammainc, (_P_GI, _P_GI), _x_only(_d_gammainc), "x̄ += x^{a−1}e^{−x}/Γ(a)·ȳ",
+_register(gammainc, (_P_GI, _P_GI), _d_gammainc, "x̄ += x^{a−1}e^{−x}/Γ(a)·ȳ",
           _rng_examples(300, _gammainc_examples), {0: "a"}, _SHAPE_WHY)  # fmt: skip
-_register(gammaincc, (_P_GI, _P_GI), _x_only(lambda a, x, y: -_d_gammainc(a, x, y)),
+_register(gammaincc, (_P_GI, _P_GI), lambda a, x, y: -_d_gammainc(a, x, y),
           "x̄ −= x^{a−1}e^{−x}/Γ(a)·ȳ", _rng_examples(301, _gammainc_examples), {0: "a"},
           _SHAPE_WHY)  # fmt: skip
 
 _P_BI = operand_pattern(betainc, const=True)
 # I_x(a, b)  ⇒  x̄ += x^{a−1}(1−x)^{b−1}/B(a, b)·ȳ
-_register(betainc, (_P_BI,) * 3, _x_only(_d_betainc), "x̄ += x^{a−1}(1−x)^{b−1}/B(a,b)·ȳ",
+_register(betainc, (_P_BI,) * 3, _d_betainc, "x̄ += x^{a−1}(1−x)^{b−1}/B(a,b)·ȳ",
           _rng_examples(302, _betainc_examples), {0: "a", 1: "b"}, _SHAPE_WHY)  # fmt: skip
 
 
@@ -219,12 +189,9 @@ def _d_rgamma(x: Any, y: Any) -> Any:
     return d
 
 
-_unary_c = ufunc_rule(rgamma, lambda need, x, y: (_d_rgamma(x, y),), 1, "x̄ += conj(−ψ(x)/Γ(x))·ȳ")
-rulekit.rrule.register(
-    rgamma,
-    operand_pattern(rgamma, complex_=True),
-    examples=_unary_examples(311, 0.3, 4.0, np.array([-2.0, -1.0, 0.0, 1.5 + 0.5j])),
-)(_unary_c)
+declare(rgamma, _d_rgamma, patterns=(operand_pattern(rgamma, complex_=True),),
+        examples=_unary_examples(311, 0.3, 4.0, np.array([-2.0, -1.0, 0.0, 1.5 + 0.5j])),
+        adjoint="x̄ += conj(−ψ(x)/Γ(x))·ȳ")  # fmt: skip
 
 
 # -- Bessel functions of the first and second kind ----------------------------------------------
@@ -258,7 +225,7 @@ def _bessel(
     z = operand_pattern(ufunc)
     if cplx:
         z = Union[z, _COMPLEX]
-    _register(ufunc, (ORDER, z), _x_only(deriv), adjoint,
+    _register(ufunc, (ORDER, z), deriv, adjoint,
               _bessel_examples(seed, lo, cplx), {0: "the order v"}, _ORDER_WHY)  # fmt: skip
 
 
@@ -279,7 +246,7 @@ def _d_ive_real(v: Any, x: Any, y: Any) -> Any:
     return 0.5 * (sp.ive(np.subtract(v, 1), x) + sp.ive(np.add(v, 1), x)) - np.sign(x) * y
 
 
-_register(ive, (ORDER, operand_pattern(ive)), _x_only(_d_ive_real),
+_register(ive, (ORDER, operand_pattern(ive)), _d_ive_real,
           "x̄ += ((ive(v−1) + ive(v+1))/2 − sign(x)·ive(v))·ȳ",
           _bessel_examples(323, -4.0, cplx=False), {0: "the order v"}, _ORDER_WHY)  # fmt: skip
 
@@ -300,7 +267,7 @@ def ive_complex_rrule(f: CoDual, v: CoDual, z: CoDual, **kwargs: Any) -> tuple[C
     dy = A dz + B dz̄, A = (ive(v−1) + ive(v+1))/2 − s·y/2, B = −s·y/2, the real-inner-product
     cotangent is z̄ += conj(A)·ȳ + B·conj(ȳ) (for real z this is the real rule)."""
     check_ufunc_kwargs(ive, kwargs)
-    _no_active("ive", (v, z), {0: "the order v"}, _ORDER_WHY)
+    refuse_active("ive", (v, z), {0: "the order v"}, _ORDER_WHY)
     y = ive(v.x, z.x, **kwargs)
     out = new_output(y)
 
@@ -317,8 +284,7 @@ def ive_complex_rrule(f: CoDual, v: CoDual, z: CoDual, **kwargs: Any) -> tuple[C
 
 def _real_unary(ufunc: np.ufunc, deriv: Callable[[Any, Any], Any], adjoint: str,
                 examples: Examples) -> None:  # fmt: skip
-    rule = ufunc_rule(ufunc, lambda need, x, y: (deriv(x, y),), 1, adjoint)
-    rulekit.rrule.register(ufunc, operand_pattern(ufunc), examples=examples)(rule)
+    declare(ufunc, deriv, patterns=(operand_pattern(ufunc),), examples=examples, adjoint=adjoint)
 
 
 # J₀' = −J₁,  J₁' = (J₀ − J₂)/2,  Y₀' = −Y₁,  Y₁' = (Y₀ − Y₂)/2

@@ -14,7 +14,8 @@ convert their input with `np.asarray`, which a traced value refuses: call the
 ufuncs are re-exported too (they are the scipy objects themselves), so
 `from rules import special as sp` works for all of them.
 
-Every rule computes `x̄ += conj(f'(x))·ȳ` (summed over broadcast axes);
+Each function is declared by its derivative (`rulekit.elementwise`, through
+`rules.scipy.special._common.declare`), whose rule computes `x̄ += conj(f'(x))·ȳ`;
 domains, non-differentiable points and complex support are documented in
 docs/conventions-special.md.
 """
@@ -27,12 +28,11 @@ from typing import Any
 import numpy as np
 import scipy.special as sp
 
-import rulekit
 from rules.scipy.special._common import (
     Sampler,
+    declare,
     operand_pattern,
     signed,
-    ufunc_rule,
     unary_examples,
     uniform,
 )
@@ -79,11 +79,11 @@ def _unary(
     sample: Sampler,
     cplx: Sampler | None = None,
 ) -> None:
-    """Register `ufunc`'s rule, x̄ += conj(deriv(x, y))·ȳ, for its real (and, when `cplx`
-    samples imaginary parts for the examples, complex) loops."""
-    rule = ufunc_rule(ufunc, lambda need, x, y: (deriv(x, y),), 1, adjoint)
+    """Declare `ufunc` by its derivative, x̄ += conj(deriv(x, y))·ȳ, registered for its real
+    (and, when `cplx` samples imaginary parts for the examples, complex) loops."""
     pattern = operand_pattern(ufunc, complex_=cplx is not None)
-    rulekit.rrule.register(ufunc, pattern, examples=unary_examples(seed, sample, cplx))(rule)
+    declare(ufunc, deriv, patterns=(pattern,), examples=unary_examples(seed, sample, cplx),
+            adjoint=adjoint)  # fmt: skip
 
 
 def _ratio(num: Any, x: Any, at0: float) -> Any:

@@ -23,8 +23,8 @@ import scipy.special as sp
 from scipy.special import _ufuncs
 
 import rulekit
-from rulekit import Array, CoDual
-from rules.scipy.special._common import CONST, active, operand_pattern, ufunc_rule
+from rulekit import Array, CoDual, elementwise
+from rules.scipy.special._common import CONST, active, no_partial, operand_pattern
 
 __all__ = ["lambertw", "zeta"]
 
@@ -45,12 +45,15 @@ _NO_DX = "scipy has no derivative of the zeta function in its exponent x"
 # -- Hurwitz zeta ζ(x, q) -----------------------------------------------------------------------
 
 
-def _zeta_partials(need: tuple[bool, ...], x: Any, q: Any, y: Any) -> tuple[Any, Any]:
+def _d_zeta_q(x: Any, q: Any, y: Any) -> Any:
     """∂q ζ(x, q) = −x·ζ(x + 1, q)."""
-    return None, (np.negative(x) * _ufuncs._zeta(np.add(x, 1), q) if need[1] else None)
+    return np.negative(x) * _ufuncs._zeta(np.add(x, 1), q)
 
 
-_hurwitz = ufunc_rule(_ufuncs._zeta, _zeta_partials, 2, "q̄ += conj(−x·ζ(x+1, q))·ȳ")
+_hurwitz = elementwise(
+    _ufuncs._zeta, no_partial, _d_zeta_q, patterns=(), quiet=True,
+    doc="q̄ += conj(−x·ζ(x+1, q))·ȳ",
+)  # fmt: skip
 
 
 def zeta_rrule(f: CoDual, x: CoDual, q: CoDual, **kwargs: Any) -> tuple[CoDual, Any]:
@@ -58,7 +61,7 @@ def zeta_rrule(f: CoDual, x: CoDual, q: CoDual, **kwargs: Any) -> tuple[CoDual, 
     an active x is refused (NotImplementedError)."""
     if active(x):
         _refuse("scipy.special.zeta(x, q)", "x", _NO_DX)
-    return _hurwitz(f, x, q, **kwargs)
+    return _hurwitz.rule(f, x, q, **kwargs)
 
 
 def _zeta_examples() -> list[rulekit.Example]:
@@ -85,10 +88,10 @@ def riemann_zeta_rrule(f: CoDual, x: CoDual, **kwargs: Any) -> tuple[CoDual, Any
     none), so an active x is refused with NotImplementedError; a constant one is computed."""
     if active(x):
         _refuse("scipy.special.zeta(x)", "x", _NO_DX)
-    return _riemann(f, x, **kwargs)
+    return _riemann.rule(f, x, **kwargs)
 
 
-_riemann = ufunc_rule(_ufuncs._riemann_zeta, lambda need, x, y: (None,), 1, "no derivative")
+_riemann = elementwise(_ufuncs._riemann_zeta, no_partial, patterns=(), doc="no derivative")
 
 
 def _riemann_zeta_examples() -> list[rulekit.Example]:
@@ -106,26 +109,26 @@ rulekit.rrule.register(
 # -- Lambert W ----------------------------------------------------------------------------------
 
 
-def _lambertw_partials(need: tuple[bool, ...], z: Any, k: Any, tol: Any, w: Any) -> tuple:
+def _d_lambertw(z: Any, k: Any, tol: Any, w: Any) -> Any:
     """W′(z) = W/(z(1 + W)), and e^{−W}/(1 + W) at z = 0 (where W = 0 on the principal
-    branch: W′ = 1); infinite at the branch point z = −1/e (W = −1). tol only stops the
-    iteration: its partial is 0."""
-    d = None
-    if need[0]:
-        z = np.asarray(z)
-        at0 = z == 0
-        d = np.where(at0, np.exp(np.negative(w)), w / np.where(at0, 1, z)) / np.add(w, 1)
-    return d, None, (0.0 if need[2] else None)
+    branch: W′ = 1); infinite at the branch point z = −1/e (W = −1)."""
+    z = np.asarray(z)
+    at0 = z == 0
+    return np.where(at0, np.exp(np.negative(w)), w / np.where(at0, 1, z)) / np.add(w, 1)
 
 
-_lambertw = ufunc_rule(_ufuncs._lambertw, _lambertw_partials, 3, "z̄ += conj(W/(z(1 + W)))·ȳ")
+# (k: an integer, never differentiated; tol only stops the iteration: its partial is 0)
+_lambertw = elementwise(
+    _ufuncs._lambertw, _d_lambertw, no_partial, lambda z, k, tol, w: 0.0, patterns=(),
+    quiet=True, doc="z̄ += conj(W/(z(1 + W)))·ȳ",
+)  # fmt: skip
 
 
 def lambertw_rrule(f: CoDual, z: CoDual, k: CoDual, tol: CoDual, **kw: Any) -> tuple[CoDual, Any]:
     """scipy.special.lambertw(z, k, tol) = W_k(z) (the ufunc `_lambertw`)  ⇒
     z̄ += conj(W′(z))·ȳ with W′ = W/(z(1 + W)) (1 at z = 0 on the principal branch).
     W is complex: for a real z, z̄ takes the real part. k and tol get no cotangent."""
-    return _lambertw(f, z, k, tol, **kw)
+    return _lambertw.rule(f, z, k, tol, **kw)
 
 
 def _lambertw_examples() -> list[rulekit.Example]:

@@ -18,3 +18,9 @@ from rules.scipy.stats.multivariate import (
     dirichlet as dirichlet,
     multivariate_normal as multivariate_normal,
 )
+
+# Plain calls (`scipy.stats.norm.logpdf(traced)`) reach the rules: see rules/scipy/_routing.py.
+from rules.scipy._routing import route_methods
+
+for _ns in (norm, t, beta, gamma, chi2, poisson, multivariate_normal, dirichlet):
+    route_methods(_ns.dist, [(m, getattr(_ns, m)) for m in _ns.methods])

@@ -1,32 +1,30 @@
 """Helpers shared by the scipy.stats rules (rules.scipy.stats, rules.scipy.stats): the
-namespace objects that hold the `rulekit.primitive` wrappers, argument binding by parameter
-name, activity checks and the masks that keep derivatives finite outside a support.
+namespace objects that hold the `rulekit.primitive` wrappers, the methods' signatures, and
+the masks that keep derivatives finite outside a support.
 
 See docs/conventions-stats.md for which arguments are differentiable and the conventions.
 """
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Sequence
 from typing import Any, Union
 
 import numpy as np
 
 import rulekit
-from rulekit import Array, CoDual, Primitive
-from rules._support.util import NO_R, accumulate
-from rules.scipy.special._common import active
+from rulekit import Array, Primitive
+from rules._support.arguments import is_active
+from rules._support.binding import Binder, Bound
+from rules._support.cotangents import NO_R, accumulate
 
 __all__ = [
     "PARAM",
     "REAL",
     "Namespace",
     "Signature",
-    "active",
-    "add",
+    "accumulate_from_output",
     "masked",
-    "primal_values",
     "ratio",
     "refuse",
 ]
@@ -50,9 +48,13 @@ class Namespace:
 
     def __init__(self, name: str, dist: Any, methods: Sequence[str]) -> None:
         self._name = name
+        self.dist = dist
         self.methods = tuple(methods)
         for m in methods:
-            setattr(self, m, rulekit.primitive(getattr(dist, m)))
+            method = getattr(dist, m)
+            # (a bound method's own name is rv_continuous.pdf: say how users reach it)
+            rulekit.registry.set_name(method, f"scipy.stats.{name}.{m}")
+            setattr(self, m, rulekit.primitive(method))
 
     def __getattr__(self, name: str) -> Primitive:  # only reached for a missing attribute
         if name.startswith("_") or "methods" not in self.__dict__:  # (copy/pickle probes)
@@ -68,42 +70,29 @@ class Namespace:
 
 
 class Signature:
-    """Binds a call's (positional CoDuals, keyword values) to parameter names.
+    """A scipy.stats method's parameters: binds a call's (positional CoDuals, keyword values)
+    to them by name (`rules._support.binding`), and runs scipy on the primals.
 
     Values come back as given: CoDuals (positional arguments, traced keyword arrays) or
     plain values (other keyword arguments, defaults).
     """
 
     def __init__(self, qualname: str, names: Sequence[str], defaults: dict[str, Any]) -> None:
-        kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
-        empty = inspect.Parameter.empty
         self.qualname = qualname
         self.names = tuple(names)
-        self._sig = inspect.Signature(
-            [inspect.Parameter(n, kind, default=defaults.get(n, empty)) for n in names]
-        )
-
-    def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
-        ba = self._sig.bind(*args, **kwargs)
-        ba.apply_defaults()
-        return dict(ba.arguments)
+        self.bind = Binder.from_names(names, defaults)
 
     def call(
         self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> tuple[dict[str, Any], dict[str, Any], Any]:
+    ) -> tuple[Bound, dict[str, Any], Any]:
         """Bind a call and run scipy's `fn` on its primals: `(bound, primal values, result)`."""
         b = self.bind(args, kwargs)
-        v = primal_values(b)
+        v = b.primal_values()
         return b, v, fn(*(a.x for a in args), **{k: v[k] for k in kwargs})
 
     def positional(self, args: tuple[Any, ...]) -> tuple[str, ...]:
         """The parameter names of the positional arguments of a call."""
         return self.names[: len(args)]
-
-
-def primal_values(bound: dict[str, Any]) -> dict[str, Any]:
-    """The primal of every bound value."""
-    return {k: (v.x if isinstance(v, CoDual) else v) for k, v in bound.items()}
 
 
 def refuse(qualname: str, name: str, why: str) -> None:
@@ -116,11 +105,13 @@ def refuse(qualname: str, name: str, why: str) -> None:
     )
 
 
-def add(cd: Any, g: Any, shape: tuple[int, ...]) -> Any:
-    """Add cotangent `g` (broadcastable to the output `shape`) into argument `cd`; its rdata."""
-    if not active(cd):
+def accumulate_from_output(cd: Any, g: Any, out_shape: tuple[int, ...]) -> Any:
+    """`accumulate(cd, g)` for a cotangent `g` that broadcasts to the output's shape: `g` is
+    broadcast to `out_shape` first, so that `accumulate` sums it over the axes along which
+    `cd` was broadcast to the output (x̄ = unbroadcast(broadcast_to(g, y.shape)))."""
+    if not is_active(cd):
         return NO_R
-    g = np.broadcast_to(g, shape) if np.shape(g) != shape else g
+    g = np.broadcast_to(g, out_shape) if np.shape(g) != out_shape else g
     return accumulate(cd, g)
 
 

@@ -40,14 +40,14 @@ import scipy.stats as st
 
 import rulekit
 from rulekit import CoDual, Vararg
-from rules._support.util import NO_R, new_output
-from rules.scipy.special._common import cot
+from rules._support.arguments import is_active
+from rules._support.cotangents import NO_R, output_cotangent
+from rules._support.outputs import new_output
 from rules.scipy.stats._common import (
     REAL,
     Namespace,
     Signature,
-    active,
-    add,
+    accumulate_from_output,
     masked,
     ratio,
     refuse,
@@ -200,7 +200,7 @@ def _univariate_rule(fam: _Family, method: str) -> Callable[..., tuple[CoDual, A
         b, v, y = sig.call(fn, args, kwargs)
         if method not in _DENSITIES:
             for s in fam.shapes:
-                if active(b[s]):
+                if is_active(b[s]):
                     refuse(
                         sig.qualname,
                         s,
@@ -211,13 +211,13 @@ def _univariate_rule(fam: _Family, method: str) -> Callable[..., tuple[CoDual, A
         pos = sig.positional(args)
 
         def pullback(dy: Any) -> tuple[Any, ...]:
-            need = {n: active(b[n]) for n in names}
+            need = {n: is_active(b[n]) for n in names}
             if not any(need.values()):
                 return (NO_R,) * (len(args) + 1)
-            g = cot(y, out.dx, dy)
+            g = output_cotangent(out, dy)
             with np.errstate(all="ignore"):  # ±inf/NaN at support edges are masked
                 parts = _partials(fam, method, v, need, y)
-                rd = {n: add(b[n], g * d, np.shape(y)) for n, d in parts.items()}
+                rd = {n: accumulate_from_output(b[n], g * d, np.shape(y)) for n, d in parts.items()}
             return (NO_R, *(rd.get(n, NO_R) for n in pos))
 
         return out, pullback
@@ -279,15 +279,15 @@ def _poisson_rule(method: str) -> Callable[..., tuple[CoDual, Any]]:
     def rule(f: CoDual, *args: CoDual, **kwargs: Any) -> tuple[CoDual, Any]:
         b, v, y = sig.call(fn, args, kwargs)
         for n in ("k", "loc"):
-            if active(b[n]):
+            if is_active(b[n]):
                 refuse(sig.qualname, n, "a count: the pmf and cdf are piecewise constant in it")
         out = new_output(y)
         pos = sig.positional(args)
 
         def pullback(dy: Any) -> tuple[Any, ...]:
-            if not active(b["mu"]):
+            if not is_active(b["mu"]):
                 return (NO_R,) * (len(args) + 1)
-            g = cot(y, out.dx, dy)
+            g = output_cotangent(out, dy)
             mu = np.asarray(v["mu"], dtype=float)
             k = np.asarray(v["k"], dtype=float) - np.asarray(v["loc"], dtype=float)
             with np.errstate(all="ignore"):
@@ -300,7 +300,7 @@ def _poisson_rule(method: str) -> Callable[..., tuple[CoDual, Any]]:
                         y,
                         y == (0 if method == "pmf" else -np.inf),
                     )
-                rd = add(b["mu"], g * d, np.shape(y))
+                rd = accumulate_from_output(b["mu"], g * d, np.shape(y))
             return (NO_R, *(rd if n == "mu" else NO_R for n in pos))
 
         return out, pullback

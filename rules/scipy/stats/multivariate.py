@@ -27,14 +27,14 @@ import scipy.stats as st
 
 import rulekit
 from rulekit import CoDual, RulekitError, Vararg
+from rules._support.arguments import is_active
+from rules._support.cotangents import NO_R, accumulate, output_cotangent
 from rules._support.linalg import fold
-from rules._support.util import NO_R, accumulate, new_output
-from rules.scipy.special._common import cot
+from rules._support.outputs import new_output
 from rules.scipy.stats._common import (
     PARAM,
     Namespace,
     Signature,
-    active,
     ratio,
 )
 
@@ -52,11 +52,6 @@ class SingularCovarianceError(RulekitError, np.linalg.LinAlgError):
     Its density lives on a subspace (pseudo-determinant, pseudo-inverse) and is not
     differentiable with respect to the covariance across rank changes.
     """
-
-
-def _acc(cd: Any, g: Any) -> Any:
-    """`accumulate` for an active argument (cotangent of its exact shape); else NoRData."""
-    return accumulate(cd, g) if active(cd) else NO_R
 
 
 def _params(mean: Any, cov: Any) -> tuple[int, np.ndarray, np.ndarray]:
@@ -126,7 +121,7 @@ def _mvn_density_rule(method: str) -> Callable[..., tuple[CoDual, Any]]:
         b, v, y = sig.call(fn, args, kwargs)
         out = new_output(y)
         pos = sig.positional(args)
-        need = {n: active(b[n]) for n in ("x", "mean", "cov")}
+        need = {n: is_active(b[n]) for n in ("x", "mean", "cov")}
         dim, M, C = 0, np.empty(0), np.empty((0, 0))
         if any(need.values()):
             dim, M, C = _params(v["mean"], v["cov"])
@@ -138,7 +133,7 @@ def _mvn_density_rule(method: str) -> Callable[..., tuple[CoDual, Any]]:
                 return (NO_R,) * (len(args) + 1)
             X = _quantiles(v["x"], dim)
             batch = X.shape[:-1]
-            w = np.reshape(np.asarray(cot(y, out.dx, dy), dtype=float), batch)
+            w = np.reshape(np.asarray(output_cotangent(out, dy), dtype=float), batch)
             if method == "pdf":
                 w = w * np.reshape(y, batch)
             w = w.reshape(-1)
@@ -147,13 +142,13 @@ def _mvn_density_rule(method: str) -> Callable[..., tuple[CoDual, Any]]:
             wA = w[:, None] * A
             rd = {}
             if need["x"]:
-                rd["x"] = _acc(b["x"], -wA.reshape(np.shape(v["x"])))
+                rd["x"] = accumulate(b["x"], -wA.reshape(np.shape(v["x"])))
             if need["mean"]:
-                rd["mean"] = _acc(b["mean"], wA.sum(0).reshape(np.shape(v["mean"])))
+                rd["mean"] = accumulate(b["mean"], wA.sum(0).reshape(np.shape(v["mean"])))
             if need["cov"]:
                 Cinv = scipy.linalg.cho_solve(factor, np.eye(dim))
                 G = 0.5 * ((A.T * w) @ A - w.sum() * Cinv)
-                rd["cov"] = _acc(b["cov"], _cov_cotangent(G, v["cov"]))
+                rd["cov"] = accumulate(b["cov"], _cov_cotangent(G, v["cov"]))
             return (NO_R, *(rd.get(n, NO_R) for n in pos))
 
         return out, pullback
@@ -218,17 +213,17 @@ def mvn_entropy_rrule(f: CoDual, *args: CoDual, **kwargs: Any) -> tuple[CoDual, 
     """h = ½(d log 2πe + log det Σ)  ⇒  Σ̄ = ½ h̄ Σ⁻¹ (folded onto cov's form); μ̄ = 0."""
     b, v, y = _ENTROPY.call(st.multivariate_normal.entropy, args, kwargs)
     C = np.empty((0, 0))
-    if active(b["cov"]):  # scipy's entropy always allows a singular cov: check it here
+    if is_active(b["cov"]):  # scipy's entropy always allows a singular cov: check it here
         _, _, C = _params(v["mean"], v["cov"])
         _check_nonsingular(C, _ENTROPY.qualname)
     out = new_output(y)
 
     def pullback(dy: Any) -> tuple[Any, ...]:
         rd = NO_R
-        if active(b["cov"]):
-            g = float(cot(y, out.dx, dy))
+        if is_active(b["cov"]):
+            g = float(output_cotangent(out, dy))
             Cinv = scipy.linalg.cho_solve((np.linalg.cholesky(C), True), np.eye(C.shape[0]))
-            rd = _acc(b["cov"], _cov_cotangent(0.5 * g * Cinv, v["cov"]))
+            rd = accumulate(b["cov"], _cov_cotangent(0.5 * g * Cinv, v["cov"]))
         return (NO_R, *(rd if n == "cov" else NO_R for n in _ENTROPY.positional(args)))
 
     return out, pullback
@@ -250,7 +245,7 @@ def _dirichlet_rule(method: str) -> Callable[..., tuple[CoDual, Any]]:
         pos = sig.positional(args)
 
         def pullback(dy: Any) -> tuple[Any, ...]:
-            if not (active(b["x"]) or active(b["alpha"])):
+            if not (is_active(b["x"]) or is_active(b["alpha"])):
                 return (NO_R,) * (len(args) + 1)
             alpha = np.asarray(v["alpha"], dtype=float)
             x0 = np.asarray(v["x"], dtype=float)
@@ -258,7 +253,7 @@ def _dirichlet_rule(method: str) -> Callable[..., tuple[CoDual, Any]]:
             short = x0.shape[0] == K - 1
             X = np.concatenate([x0, (1 - x0.sum(0))[None]], 0) if short else x0
             X = X.reshape(K, -1)
-            w = np.asarray(cot(y, out.dx, dy), dtype=float).reshape(-1)
+            w = np.asarray(output_cotangent(out, dy), dtype=float).reshape(-1)
             yv = np.reshape(y, -1)
             if method == "pdf":
                 w = w * yv
@@ -266,15 +261,15 @@ def _dirichlet_rule(method: str) -> Callable[..., tuple[CoDual, Any]]:
             w = np.where(yv == (0 if method == "pdf" else -np.inf), 0.0, w)
             rd = {}
             with np.errstate(divide="ignore", invalid="ignore"):
-                if active(b["x"]):
+                if is_active(b["x"]):
                     xb = w * ratio((alpha - 1)[:, None], X)
                     xb = xb[:-1] - xb[-1:] if short else xb
-                    rd["x"] = _acc(b["x"], xb.reshape(x0.shape))
-                if active(b["alpha"]):
+                    rd["x"] = accumulate(b["x"], xb.reshape(x0.shape))
+                if is_active(b["alpha"]):
                     ab = sp.xlogy(w, X).sum(1) + w.sum() * (
                         sp.digamma(alpha.sum()) - sp.digamma(alpha)
                     )
-                    rd["alpha"] = _acc(b["alpha"], ab.reshape(np.shape(v["alpha"])))
+                    rd["alpha"] = accumulate(b["alpha"], ab.reshape(np.shape(v["alpha"])))
             return (NO_R, *(rd.get(n, NO_R) for n in pos))
 
         return out, pullback

@@ -31,14 +31,6 @@ from rulekit import CoDual, NoFData, NoRData, zero_codual
 from rules.numpy.indexing.subscript import SetitemRule, SetitemTupleRule
 from testutils import check_rule, count_allocations
 
-assert (
-    rules.numpy.contractions
-    and rules.numpy.creation
-    and rules.numpy.reductions.sums
-    and rules.numpy.ufuncs.unary
-)
-assert rules.numpy.ufuncs.binary
-
 SETTINGS = settings(max_examples=400, deadline=None, derandomize=True)
 seeds = st.integers(0, 2**16)
 

@@ -24,17 +24,10 @@ import rules.numpy.contractions  # np.einsum: the losses of the engine tests
 import rules.numpy.reductions.sums  # np.sum
 import rules.numpy.shape.views
 import rules.numpy.ufuncs.binary  # np.multiply and friends
-import rules.numpy.ufuncs.unary  # np.sin
+import rules.numpy.ufuncs.unary  # noqa: F401  (registers np.sin)
 from rulekit import CoDual, NoRData, zero_codual
 from rules._support.shape import ViewMismatchError
 from testutils import check_rule
-
-assert (
-    rules.numpy.contractions
-    and rules.numpy.reductions.sums
-    and rules.numpy.ufuncs.unary
-    and rules.numpy.ufuncs.binary
-)
 
 SETTINGS = settings(max_examples=30, deadline=None, derandomize=True)
 seeds = st.integers(0, 2**16)
@@ -156,7 +149,7 @@ def test_broadcast_to_through_the_engine() -> None:
         b = np.broadcast_to(x, (4, 2, 3))
         return np.einsum("ijk,ijk->", b * b, w)
 
-    check_grads(f, rand(6, (2, 1)), atol=0.0, value_rtol=1e-7)
+    check_grads(f, rand(6, (2, 1)), atol=0.0)
 
 
 # -- copy, astype -------------------------------------------------------------------------
@@ -226,5 +219,5 @@ def test_engine_astype() -> None:
     x = rand(10, (4, 3))
     value, grad = rulekit.value_and_grad(casts)(x)
     y = x.astype(np.float32).astype(np.float64)
-    np.testing.assert_allclose(grad, np.cos(y) * x + np.sin(y), rtol=1e-6)
+    np.testing.assert_allclose(grad, np.cos(y) * x + np.sin(y))
     np.testing.assert_allclose(value, casts(x))

@@ -1,11 +1,10 @@
-"""Tests for rules.scipy.stats / rules.scipy.stats (the scipy.stats distributions autograd
+"""Tests for rules.scipy.stats (the scipy.stats distributions autograd
 differentiates): the registered examples and hypothesis-generated calls through check_rule,
 edge cases (tails, outside the support, refused arguments) and the engine on user code."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import partial
 from typing import Any
 
 import numpy as np
@@ -16,14 +15,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import rulekit
-import rules
-import rules.scipy.stats.distributions as S
-from rulekit import CoDual, NoRData, registry, zero_codual
-from rulekit._registry import function_name
+import rules  # noqa: F401  (registers numpy's rules: np.sum, @, ... for the engine tests)
+import rules.scipy.stats as S
+from rulekit import CoDual, NoRData, function_name, registry, zero_codual
 from rules.scipy.stats.multivariate import SingularCovarianceError
 from testutils import check_rule
-
-assert rules  # numpy's own rules (np.sum, @, ...) for the engine tests
 
 FAST = settings(max_examples=8, deadline=None, derandomize=True)
 seeds = st.integers(0, 2**16)
@@ -44,8 +40,8 @@ UNIVARIATE = [(d, m) for d in FAMILIES for m in getattr(S, d).methods]
 
 
 def test_every_listed_method_is_registered() -> None:
-    names = {function_name(r.f) for m in ("rules.scipy.stats", "rules.scipy.stats")
-             for r in registry.entries(module=m)}  # fmt: skip
+    modules = ("rules.scipy.stats.distributions", "rules.scipy.stats.multivariate")
+    names = {function_name(r.f) for m in modules for r in registry.entries(module=m)}
     expected = {
         f"scipy.stats.{d}.{m}"
         for d in (
@@ -267,33 +263,29 @@ def test_special_points() -> None:
 # -- the engine on user code -------------------------------------------------------------------
 
 
-# every argument; the value to np.allclose's tolerances
-assert_grads = partial(check_grads, rtol=1e-5, atol=1e-7, value_rtol=1e-5, value_atol=1e-8)
-
-
 def test_engine_univariate() -> None:
     rng = np.random.default_rng(3)
     x, mu, sig = rng.normal(size=6), rng.normal(size=6), rng.uniform(0.5, 2, 6)
-    assert_grads(lambda x, m, s: np.sum(S.norm.logpdf(x, m, s)), x, 0.3, 1.2)  # traced scalars
-    assert_grads(lambda x, m, s: np.sum(S.norm.logcdf(x, loc=m, scale=s)), x, mu, sig)
-    assert_grads(lambda x, m, s: np.sum(S.norm.logsf(x, m, s) * S.norm.pdf(x, m)), x, mu, sig)
-    assert_grads(lambda x, m, s: np.sum(S.norm.cdf(x, m, s) - S.norm.sf(x, m, s) ** 2), x, 0.1, sig)
-    assert_grads(lambda x, d, m, s: np.sum(S.t.logpdf(x, d, m, s)), x, 3.5, 0.2, 1.3)
-    assert_grads(lambda x, m: np.sum(S.t.logcdf(x, 4, m) + S.t.cdf(x, 2.5, loc=m)), x, mu)
+    check_grads(lambda x, m, s: np.sum(S.norm.logpdf(x, m, s)), x, 0.3, 1.2)  # traced scalars
+    check_grads(lambda x, m, s: np.sum(S.norm.logcdf(x, loc=m, scale=s)), x, mu, sig)
+    check_grads(lambda x, m, s: np.sum(S.norm.logsf(x, m, s) * S.norm.pdf(x, m)), x, mu, sig)
+    check_grads(lambda x, m, s: np.sum(S.norm.cdf(x, m, s) - S.norm.sf(x, m, s) ** 2), x, 0.1, sig)
+    check_grads(lambda x, d, m, s: np.sum(S.t.logpdf(x, d, m, s)), x, 3.5, 0.2, 1.3)
+    check_grads(lambda x, m: np.sum(S.t.logcdf(x, 4, m) + S.t.cdf(x, 2.5, loc=m)), x, mu)
     u = rng.uniform(0.1, 0.9, 5)
-    assert_grads(lambda u, a, b: np.sum(S.beta.logpdf(u, np.exp(a), b)), u, 0.4, 2.5)
-    assert_grads(lambda u, a, b: np.sum(S.beta.pdf(u, a, b) + S.beta.cdf(u, 2, 3)), u, 1.7, 2.5)
+    check_grads(lambda u, a, b: np.sum(S.beta.logpdf(u, np.exp(a), b)), u, 0.4, 2.5)
+    check_grads(lambda u, a, b: np.sum(S.beta.pdf(u, a, b) + S.beta.cdf(u, 2, 3)), u, 1.7, 2.5)
     p = rng.uniform(0.3, 4.0, 5)
-    assert_grads(lambda p, a, s: np.sum(S.gamma.logpdf(p, a, 0.0, s)), p, 2.2, 1.4)
-    assert_grads(lambda p, a: np.sum(S.gamma.pdf(p, a) * S.gamma.cdf(p, 2)), p, 2.2)
-    assert_grads(lambda p, k: np.sum(S.chi2.logpdf(p, k) + S.chi2.pdf(p, k)), p, 3.3)
-    assert_grads(lambda p: np.sum(S.chi2.cdf(p, 3)), p)
+    check_grads(lambda p, a, s: np.sum(S.gamma.logpdf(p, a, 0.0, s)), p, 2.2, 1.4)
+    check_grads(lambda p, a: np.sum(S.gamma.pdf(p, a) * S.gamma.cdf(p, 2)), p, 2.2)
+    check_grads(lambda p, k: np.sum(S.chi2.logpdf(p, k) + S.chi2.pdf(p, k)), p, 3.3)
+    check_grads(lambda p: np.sum(S.chi2.cdf(p, 3)), p)
     # integer data and plain keyword lists are constants
-    assert_grads(lambda m, s: np.sum(S.norm.logpdf(np.arange(4), m, s)), 0.5, 1.5)
-    assert_grads(lambda m: np.sum(S.t.logpdf(np.arange(3), m, scale=[1.0, 2.0, 3.0])), 0.5)
+    check_grads(lambda m, s: np.sum(S.norm.logpdf(np.arange(4), m, s)), 0.5, 1.5)
+    check_grads(lambda m: np.sum(S.t.logpdf(np.arange(3), m, scale=[1.0, 2.0, 3.0])), 0.5)
     k = rng.integers(0, 6, 5)
-    assert_grads(lambda th: np.sum(S.poisson.logpmf(k, np.exp(th))), rng.normal(size=5))
-    assert_grads(lambda m: np.sum(S.poisson.pmf(k, m) + S.poisson.cdf(k, m)), 2.5)
+    check_grads(lambda th: np.sum(S.poisson.logpmf(k, np.exp(th))), rng.normal(size=5))
+    check_grads(lambda m: np.sum(S.poisson.pmf(k, m) + S.poisson.cdf(k, m)), 2.5)
 
 
 def test_engine_keyword_scalar_is_refused_by_the_engine() -> None:
@@ -308,17 +300,17 @@ def test_engine_multivariate() -> None:
     def nll(X: Any, mu: Any, A: Any) -> Any:
         return -np.sum(S.multivariate_normal.logpdf(X, mu, A @ A.T + np.eye(3)))
 
-    assert_grads(nll, X, mu, A)
-    assert_grads(lambda x, A: S.multivariate_normal.pdf(x, None, A @ A.T + np.eye(3)), X[0], A)
-    assert_grads(lambda A: S.multivariate_normal.entropy(None, A @ A.T + np.eye(3)), A)
-    assert_grads(
+    check_grads(nll, X, mu, A)
+    check_grads(lambda x, A: S.multivariate_normal.pdf(x, None, A @ A.T + np.eye(3)), X[0], A)
+    check_grads(lambda A: S.multivariate_normal.entropy(None, A @ A.T + np.eye(3)), A)
+    check_grads(
         lambda s: np.sum(S.multivariate_normal.logpdf(X, np.zeros(3), cov=s * s)),
         rng.uniform(1, 2, 3),
     )
     x, alpha = rng.dirichlet(np.full(4, 5.0), size=3).T[:3], rng.uniform(1.5, 3, 4)
-    assert_grads(lambda x, a: np.sum(S.dirichlet.logpdf(x, np.exp(a))), x, np.log(alpha))
-    assert_grads(lambda a: np.sum(S.dirichlet.pdf(x, a)), alpha)
-    assert_grads(lambda x: np.sum(S.dirichlet.logpdf(x, alpha=[1.5, 2.0, 3.0, 2.5])), x)
+    check_grads(lambda x, a: np.sum(S.dirichlet.logpdf(x, np.exp(a))), x, np.log(alpha))
+    check_grads(lambda a: np.sum(S.dirichlet.pdf(x, a)), alpha)
+    check_grads(lambda x: np.sum(S.dirichlet.logpdf(x, alpha=[1.5, 2.0, 3.0, 2.5])), x)
 
 
 def test_plain_calls_go_to_scipy() -> None:

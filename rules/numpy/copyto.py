@@ -1,14 +1,16 @@
-"""`np.copyto` as a stateful mutation rule, and the generic `out=` mechanism built on it.
+"""`np.copyto(dst, src, casting, where)`: the rule behind every generic `out=`.
 
-Any rule gets an `out=` form for free: the engine computes `y = f(...)` with the
-rule for the call without `out=`, then records `np.copyto(out, y)`. That copy
-is a mutation (DESIGN §2): for `dst ← src` (where `mask`, if given, is true),
+The engine gives any rule an `out=` form: it computes `y = f(...)` with the rule
+for the call without `out=`, then records `np.copyto(out, y)`, dispatched to the
+rule registered here. The copy is a mutation: for `dst ← src` (where `mask`, if
+given, is true),
 
     src̄ += unbroadcast(mask·dst̄),   dst̄ ← (1 − mask)·dst̄,   dst ← dst_old
 
 The old value of `dst` is saved into the rule's pooled buffer and the
 broadcast reduction goes into a scratch buffer, so once warm the copy
-allocates nothing. A rule may register a faster `out=` form of its own.
+allocates nothing. `CopyToRule` is also the copy step other `out=` rules keep
+(`rules.numpy.ufuncs.inplace`).
 """
 
 from __future__ import annotations
@@ -17,15 +19,19 @@ from typing import Any, Union
 
 import numpy as np
 
-from rulekit._codual import CoDual
-from rulekit._errors import TracingError, untraced_write_error
-from rulekit._example import example
-from rulekit._patterns import Array
-from rulekit._registry import build_primitive_rrule
-from rulekit._stateful import StatefulRRule
-from rulekit._tangents import NoFData, NoRData
+from rulekit import (
+    Array,
+    CoDual,
+    NoFData,
+    NoRData,
+    StatefulRRule,
+    TracingError,
+    build_primitive_rrule,
+    example,
+    untraced_write_error,
+)
 
-__all__ = ["CopyToRule", "copy_into"]
+__all__ = ["CopyToRule"]
 
 _NO_F = NoFData()
 _NO_R = NoRData()
@@ -145,10 +151,3 @@ build_primitive_rrule.register(
     Union[float, complex, np.floating, np.complexfloating],
     examples=_copyto_scalar_examples,
 )(_build_copyto)
-
-
-def copy_into(tape: Any, out_t: Any, result: Any) -> None:
-    """Record `np.copyto(out, result)` on the tape (the generic `out=` mechanism)."""
-    from rulekit._call import traced_call
-
-    traced_call(tape, np.copyto, (out_t, result), {})

@@ -16,12 +16,14 @@ from typing import Any
 import numpy as np
 
 from rulekit._codual import CoDual
+from rulekit._engine._call import CallTape
+from rulekit._engine._state import trace_state
+from rulekit._engine._tape import ConstantPool, Site, Tape
+from rulekit._engine._traced import Traced, TracedArray, TracedScalar
 from rulekit._errors import RulekitError, TracingError
-from rulekit._primitive import trace_state
+from rulekit._registry import registry
 from rulekit._stateful import StatefulRRule
-from rulekit._tangents import NoFData, NoRData, NoTangent, zero_fdata
-from rulekit._tape import ConstantPool, Site, Tape
-from rulekit._traced import Traced, TracedArray, TracedScalar
+from rulekit._tangents import NoFData, NoRData, NoTangent, increment, zero_fdata
 
 __all__ = ["Tracer", "describe", "is_active_leaf", "output_codual", "untrace"]
 
@@ -48,7 +50,7 @@ class Tracer:
 
     def new_tape(self) -> Tape:
         """A tape for one evaluation, sharing this tracer's call sites and constant pools."""
-        return Tape(self.sites, self.free_pools)
+        return CallTape(self.sites, self.free_pools)
 
     def reset_rules(self) -> None:
         """Drop saved state of every stateful rule (after an abandoned or failed pass)."""
@@ -76,19 +78,31 @@ class Tracer:
             return {k: self.wrap(v, dx[k], tape) for k, v in x.items()}
         return x
 
-    def input_rdata(self, traced: Any, tape: Tape) -> Any:
-        """The rdata of a wrapped input after the reverse pass (scalars' cotangents)."""
+    def input_rdata(self, traced: Any, tape: Tape, dx: Any = None) -> Any:
+        """The rdata of a wrapped input after the reverse pass (scalars' cotangents).
+
+        A list is a mutable container: its rdata is NoRData and its fdata `dx` holds full
+        element tangents, so the cotangents of the traced scalars inside it (and inside
+        its nested tuples and lists) are added into `dx` here, in place.
+        """
         if isinstance(traced, Traced):
             return tape.rdata[traced.slot] if traced.scalar else _NO_R
         if isinstance(traced, tuple):
-            rs = tuple(self.input_rdata(e, tape) for e in traced)
+            dxs = dx if isinstance(dx, tuple) else (None,) * len(traced)
+            rs = tuple(self.input_rdata(e, tape, d) for e, d in zip(traced, dxs, strict=True))
             return _NO_R if all(isinstance(r, NoRData) for r in rs) else rs
+        if isinstance(traced, list) and isinstance(dx, list):
+            for k, e in enumerate(traced):
+                r = self.input_rdata(e, tape, dx[k])
+                if not isinstance(r, NoRData):
+                    dx[k] = increment(dx[k], r)
         return _NO_R
 
     # -- forward and reverse -------------------------------------------------
 
     def forward(self, targs: list[Any], kwargs: dict[str, Any], tape: Tape) -> Any:
         """Run `f` on the traced arguments; on error, restore state and re-raise."""
+        registry.load_pending()  # (rule packages due now, before f looks anything up)
         state = trace_state
         state.active += 1
         state.tapes.append(tape)

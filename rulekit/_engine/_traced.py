@@ -6,11 +6,13 @@ reaches the rules: `__array_ufunc__` (ufuncs, operators, in-place operators),
 common array methods and attributes. It refuses to be turned into a plain
 array or number (`__array__`, `float()`, `.item()`), since the value would
 leave the trace and its gradient would silently be lost.
+
+Its operations are recorded through its tape: `self.tape.call(f, args, kwargs)`
+(`rulekit._engine._call.traced_call`, the method of the engine's tapes).
 """
 
 from __future__ import annotations
 
-import dis
 import numbers
 import operator
 import sys
@@ -20,62 +22,15 @@ from typing import Any, cast
 import numpy as np
 from numpy.lib.mixins import NDArrayOperatorsMixin
 
-from rulekit import _call, _operators
 from rulekit._codual import CoDual
-from rulekit._errors import TracingError, untraced_write_error
-from rulekit._primal_only import PRIMAL_ONLY
-from rulekit._primitive import trace_state
-from rulekit._tape import Tape
+from rulekit._engine import _operators
+from rulekit._engine._primal_only import PRIMAL_ONLY
+from rulekit._engine._refusals import leak, refuse, subclass_caller
+from rulekit._engine._tape import Tape
+from rulekit._engine._wrappers import suggest_wrapper
+from rulekit._errors import TracingError, subclass_error
 
-__all__ = ["Traced"]
-
-
-def _refuse(err: TracingError) -> TracingError:
-    """Note a refusal raised by a traced value: if code in the traced function catches it
-    and carries on, the engine reports it when the function returns (see `Tracer.forward`)."""
-    if trace_state.active:
-        trace_state.refusals.append(err)
-    return err
-
-
-def _leak(what: str, frame: Any = None) -> TracingError:
-    """The error for a traced value about to leave the trace; `frame` is the user's line."""
-    return _refuse(_leak_error(what, frame))
-
-
-def _leak_error(what: str, frame: Any) -> TracingError:
-    if frame is not None and _storing_into_subscript(frame):
-        return untraced_write_error("`plain[i] = x`")
-    return TracingError(
-        f"{what} a traced value. Fix: keep the computation in numpy functions that have "
-        "rules; for another callable (a C extension, a numba or scipy function), wrap it with "
-        "rulekit.primitive and register a rule for it; to build an array from traced values "
-        "use np.stack([a, b]) (not np.array([a, b])); to fill one with a traced value use "
-        "np.full_like(x, v) or v * np.ones(shape) (not np.full(shape, v)). Converted to a "
-        "plain array or Python number, the value would leave the trace and its gradient "
-        "would silently be lost."
-    )
-
-
-_STORE_SUBSCR = dis.opmap["STORE_SUBSCR"]
-
-
-def _storing_into_subscript(frame: Any) -> bool:
-    """Whether `frame` is executing `a[i] = v` (numpy converts v while storing it)."""
-    code = frame.f_code.co_code
-    i = frame.f_lasti
-    return 0 <= i < len(code) and code[i] == _STORE_SUBSCR
-
-
-def _subclass_caller(frame: Any, depth: int = 6) -> np.ndarray | None:
-    """The ndarray subclass instance whose own method is converting a traced value, if any
-    (e.g. `masked * x`: the masked array's `__mul__` runs first and calls `np.asarray(x)`)."""
-    while frame is not None and depth:
-        owner = frame.f_locals.get("self")
-        if isinstance(owner, np.ndarray) and type(owner) is not np.ndarray:
-            return owner
-        frame, depth = frame.f_back, depth - 1
-    return None
+__all__ = ["Traced", "TracedArray", "TracedScalar", "find_tape"]
 
 
 def _on_primals(func: Any, args: Any, kwargs: Any) -> Any:
@@ -84,7 +39,7 @@ def _on_primals(func: Any, args: Any, kwargs: Any) -> Any:
     refused = isinstance(kwargs.get("out"), Traced)  # (checked first: nothing is written)
     out = None if refused else func(*_primal(args), **_primal(kwargs))
     if refused or any(isinstance(a, Traced) and out is a.cd.x for a in args):
-        raise _refuse(
+        raise refuse(
             TracingError(
                 f"{getattr(func, '__name__', func)}(..., out=...) wrote into a traced array. Fix: "
                 "drop out= and use the result (it carries no derivative); a traced array "
@@ -117,7 +72,12 @@ def _primal(x: Any) -> Any:
 
 
 class Traced(NDArrayOperatorsMixin):
-    """A traced value: its CoDual (`cd`), its tape and its slot on that tape."""
+    """A traced value: what user code sees in place of an active array or scalar while tracing.
+
+    Holds its CoDual (`cd`), its tape and its slot on that tape. Only the engine
+    makes them; `isinstance(v, rulekit.Traced)` tells whether a value is traced
+    (e.g. for an integration that must refuse traced values, as numba's does).
+    """
 
     __slots__ = ("cd", "scalar", "slot", "tape")
     __array_priority__ = 1000
@@ -132,7 +92,7 @@ class Traced(NDArrayOperatorsMixin):
 
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
         f = ufunc if method == "__call__" else getattr(ufunc, method)
-        return _call.traced_call(self.tape, f, inputs, kwargs)
+        return self.tape.call(f, inputs, kwargs)
 
     def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
         if func in PRIMAL_ONLY:  # no derivative: answer on the primal values, as numpy would
@@ -152,45 +112,43 @@ class Traced(NDArrayOperatorsMixin):
                 finally:
                     running.discard(func)
 
-        return _call.traced_call(self.tape, func, args, kwargs, fallback)
+        return self.tape.call(func, args, kwargs, fallback)
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
-        from rulekit._wrappers import suggest_wrapper
-
-        owner = _subclass_caller(sys._getframe(1))
+        owner = subclass_caller(sys._getframe(1))
         if owner is not None:
-            raise _refuse(_call.subclass_error(owner, "an operand combined with a traced value"))
+            raise refuse(subclass_error(owner, "an operand combined with a traced value"))
         frame = sys._getframe(1)
         hint = suggest_wrapper(frame)
         if hint:  # the one specific fix, instead of the general ones
-            raise _refuse(
+            raise refuse(
                 TracingError(
                     f"NumPy was asked to convert (__array__) a traced value.{hint} Converted "
                     "to a plain array, the value would leave the trace and its gradient "
                     "would silently be lost."
                 )
             )
-        raise _leak("NumPy was asked to convert (__array__)", frame)
+        raise leak("NumPy was asked to convert (__array__)", frame)
 
     # -- conversions that would leak -------------------------------------------
 
     def __float__(self) -> float:
-        raise _leak("float() was applied to", sys._getframe(1))
+        raise leak("float() was applied to", sys._getframe(1))
 
     def __int__(self) -> int:
-        raise _leak("int() was applied to", sys._getframe(1))
+        raise leak("int() was applied to", sys._getframe(1))
 
     def __complex__(self) -> complex:
-        raise _leak("complex() was applied to", sys._getframe(1))
+        raise leak("complex() was applied to", sys._getframe(1))
 
     def __index__(self) -> int:
-        raise _leak("a traced value was used as an index: __index__ was applied to")
+        raise leak("a traced value was used as an index: __index__ was applied to")
 
     def item(self, *args: Any) -> Any:
-        raise _leak(".item() was applied to")
+        raise leak(".item() was applied to")
 
     def tolist(self) -> Any:
-        raise _leak(".tolist() was applied to")
+        raise leak(".tolist() was applied to")
 
     def __bool__(self) -> bool:
         # Python control flow on a traced value (`if x > 0`) is fine: the branch taken
@@ -237,7 +195,7 @@ class Traced(NDArrayOperatorsMixin):
 
     @property
     def flat(self) -> Any:
-        raise _refuse(
+        raise refuse(
             TracingError(
                 "x.flat is not supported on a traced array. Fix: use np.ravel(x) or "
                 "x.reshape(-1) to read, and `buf = np.zeros_like(x)` with `buf[np.unravel_index"
@@ -258,7 +216,7 @@ class Traced(NDArrayOperatorsMixin):
         return self.__copy__()
 
     def __reduce_ex__(self, protocol: Any) -> Any:
-        raise _refuse(
+        raise refuse(
             TracingError(
                 "a traced value cannot be pickled. Fix: pickle plain values before or after "
                 "differentiating (the value rulekit returns), not inside the differentiated "
@@ -328,7 +286,7 @@ class Traced(NDArrayOperatorsMixin):
         return np.copy(cast(Any, self), order=cast(Any, order))
 
     def astype(self, dtype: Any, *args: Any, **kwargs: Any) -> Any:
-        return _call.traced_call(self.tape, np.ndarray.astype, (self, dtype, *args), kwargs)
+        return self.tape.call(np.ndarray.astype, (self, dtype, *args), kwargs)
 
     def clip(self, *args: Any, **kwargs: Any) -> Any:
         return np.clip(self, *args, **kwargs)
@@ -385,10 +343,10 @@ class TracedArray(Traced):
     # -- indexing -------------------------------------------------------------------
 
     def __getitem__(self, idx: Any) -> Any:
-        return _call.traced_call(self.tape, operator.getitem, (self, idx), {})
+        return self.tape.call(operator.getitem, (self, idx), {})
 
     def __setitem__(self, idx: Any, value: Any) -> None:
-        _call.traced_call(self.tape, operator.setitem, (self, idx, value), {})
+        self.tape.call(operator.setitem, (self, idx, value), {})
 
     def fill(self, value: Any) -> None:
         self[...] = value
@@ -411,30 +369,17 @@ class TracedScalar(Traced):
 # np.isscalar(x[0]) is True for a numpy float64; the traced scalar standing for it says the same.
 numbers.Number.register(TracedScalar)
 
-_call.Traced = Traced
-_call.TracedArray = TracedArray
-_call.TracedScalar = TracedScalar
-_operators.install(Traced)
+_operators.install(Traced, (TracedArray, TracedScalar))
 
 
-def _find_tape(values: Any) -> Tape | None:
+def find_tape(values: Any) -> Tape | None:
+    """The tape of the first traced value in `values` (inside lists and tuples too)."""
     for v in values:
         t = type(v)
         if t is TracedArray or t is TracedScalar:
             return v.tape
         if (t is list or t is tuple) and v:
-            tape = _find_tape(v)
+            tape = find_tape(v)
             if tape is not None:
                 return tape
     return None
-
-
-def _primitive_hook(prim: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """`rulekit.primitive` wrappers called while tracing: record them if a value is traced."""
-    tape = _find_tape(args) or _find_tape(tuple(kwargs.values()))
-    if tape is None:
-        return prim.fn(*args, **kwargs)
-    return _call.traced_call(tape, prim, args, kwargs)
-
-
-type(trace_state).hook = staticmethod(_primitive_hook)  # (class level: every thread)

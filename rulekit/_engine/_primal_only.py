@@ -6,7 +6,7 @@ respect to float inputs and is never a float array computed from float inputs:
 predicates and comparisons, shape and type queries, index-valued functions.
 Called on traced values, the engine (`Traced.__array_function__`) runs them on
 the primal values and returns their plain result, so NumPy code that branches
-on them behaves as without rulekit (DESIGN §4).
+on them behaves as without rulekit (docs/guarantees.md).
 
 Why a list and not a fallback: several of these catch exceptions internally
 (`np.array_equal` and `np.array_equiv` wrap `np.asarray` in `except Exception`),
@@ -21,7 +21,7 @@ a float input:
   `np.sort`): they return floats and have rules;
 - `np.where`: its 3-argument form is differentiable, and one function cannot be
   listed by form; the 1-argument form (`np.nonzero`) has a non-differentiable
-  rule (`rules.ufuncs_misc`);
+  rule (`rules.numpy.ufuncs.misc`);
 - `np.histogram`, `np.histogram_bin_edges`, `np.histogram2d`, `np.histogramdd`:
   the counts are piecewise constant, but with an integer `bins` the bin edges
   are computed from the data range, and with `weights` the counts are sums of

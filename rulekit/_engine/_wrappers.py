@@ -2,7 +2,7 @@
 
 When third-party Python code (e.g. `scipy.linalg.cholesky`) converts a traced
 value to a plain array, the call would have worked through the `rulekit.primitive`
-wrapper that a rule package exports for it (`rules.lapack.cholesky`).
+wrapper that a rule package exports for it (`rules.scipy.linalg.cholesky`).
 `suggest_wrapper(frame)` walks the call stack from the conversion outwards and
 names that wrapper, so that the error can say exactly what to call instead.
 
@@ -18,7 +18,7 @@ A frame is matched to the function *actually called*, two ways:
   without running user code; this also finds C functions (f2py BLAS/LAPACK
   wrappers), which have no frame of their own.
 
-The wrapper is named by a public, importable dotted name (`rules.stats.t.cdf`).
+The wrapper is named by a public, importable dotted name (`rules.scipy.stats.t.cdf`).
 A numpy function with a rule whose implementation is running on a plain
 destination (`np.fill_diagonal(plain, traced)`: numpy dispatches on the
 destination only) gets a hint to make the destination traced.
@@ -35,8 +35,10 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import Any
 
-from rulekit._primitive import Primitive
-from rulekit._registry import function_name, registry
+import numpy as np
+
+from rulekit._functions import FunctionWrapper, function_name
+from rulekit._registry import registry
 
 __all__ = ["exported_name", "public_name", "suggest_wrapper"]
 
@@ -49,9 +51,9 @@ _WRITERS = ("fill_diagonal", "put", "place", "putmask", "copyto", "put_along_axi
 
 @dataclass(frozen=True)
 class _Target:
-    """One function object a `Primitive` stands for (its `fn`, what that wraps, ...)."""
+    """One function object a wrapper stands for (its `fn`, what that wraps, ...)."""
 
-    prim: Primitive
+    prim: FunctionWrapper
     module: str  # the module that registered the rule
     cells: tuple[tuple[str, Any], ...] = ()  # closure variables that tell shared code apart
     owner: type | None = None  # for a method: the class of `self`
@@ -103,15 +105,14 @@ def _by_name(f: Any) -> Any:
 
 
 class _Index:
-    """The registered `Primitive`s, indexed by code object and by callee identity."""
+    """The registered `rulekit.primitive` wrappers, indexed by code object and by callee."""
 
     def __init__(self) -> None:
         self.by_code: dict[Any, list[_Target]] = {}
         self.by_callee: dict[Any, _Target] = {}
         self.writers: dict[Any, Any] = {}  # implementation code -> numpy writer with a rule
         seen: set[int] = set()
-        np_mod = sys.modules.get("numpy")
-        writers = [getattr(np_mod, n, None) for n in _WRITERS] if np_mod is not None else []
+        writers = [getattr(np, n, None) for n in _WRITERS]
         for reg in registry.entries():
             f = reg.f
             if any(f is w for w in writers):
@@ -119,13 +120,13 @@ class _Index:
                 code = getattr(impl, "__code__", None)
                 if code is not None:
                     self.writers[code] = f
-            if not isinstance(f, Primitive) or id(f) in seen:
+            if not isinstance(f, FunctionWrapper) or id(f) in seen:
                 continue
             seen.add(id(f))
             for obj in _chain(f.fn):
                 self._add(f, reg.module, obj)
 
-    def _add(self, prim: Primitive, module: str, obj: Any) -> None:
+    def _add(self, prim: FunctionWrapper, module: str, obj: Any) -> None:
         if isinstance(obj, types.MethodType):
             func, owner = obj.__func__, type(obj.__self__)
             target = _Target(prim, module, owner=owner)
@@ -261,8 +262,8 @@ def _public_modules(top: str) -> list[tuple[str, types.ModuleType]]:
 
 def exported_name(obj: Any, package: str) -> str | None:
     """The shortest public dotted name under `package` whose value is `obj`: a module
-    attribute (`rules.lapack.cholesky`) or an attribute of a module attribute that is a
-    plain namespace object (`rules.stats.t.cdf`). Looks only at imported modules."""
+    attribute (`rules.scipy.linalg.cholesky`) or an attribute of a module attribute that is a
+    plain namespace object (`rules.scipy.stats.t.cdf`). Looks only at imported modules."""
     top = package.split(".")[0]
     names: list[str] = []
     for modname, mod in _public_modules(top):
@@ -292,8 +293,6 @@ def public_name(fn: Any) -> str:
     if _imports_to(name, fn):
         return name
     top = getattr(fn, "__module__", None) or type(fn).__module__
-    if type(fn).__name__ == "fortran":  # f2py objects: their package is scipy
-        top = "scipy"
     if isinstance(fn, types.MethodType):
         owner = exported_name(fn.__self__, top)
         if owner is not None:
@@ -302,15 +301,23 @@ def public_name(fn: Any) -> str:
     return found or name
 
 
-def _imports_to(dotted: str, obj: Any) -> bool:
+def _lookup(dotted: str) -> Any:
+    """The object a dotted name (`np.` for `numpy.`) holds now, statically; else _MISSING."""
     parts = dotted.split(".")
     aliases = {"np": "numpy"}
     parts[0] = aliases.get(parts[0], parts[0])
     value: Any = sys.modules.get(parts[0], _MISSING)
     for p in parts[1:]:
         if value is _MISSING:
-            return False
+            return _MISSING
         value = _static_attr(value, p)
+    return value
+
+
+def _imports_to(dotted: str, obj: Any) -> bool:
+    value = _lookup(dotted)
+    if value is _MISSING:
+        return False
     if isinstance(obj, types.MethodType) and isinstance(value, types.MethodType):
         return value.__func__ is obj.__func__ and value.__self__ is obj.__self__
     return value is obj
@@ -328,6 +335,17 @@ def _wrapper_hint(target: _Target) -> str:
             f" Fix: call the rulekit.primitive wrapper of {called} that {target.module} "
             f"registers a rule for instead of {called}(...) on traced values."
         )
+    if getattr(_lookup(called), "__rulekit_primitive__", None) is prim:
+        # The module's name is routed to the rule (rules/scipy/_routing.py): what ran is the
+        # original function, bound to another name before the routing was installed.
+        return (
+            f" Fix: call {called}(...) through its module, or {where}(...), instead of the "
+            f"function called here: that is the original {called}, bound to a name before "
+            f"rulekit routed {called} to its rule (e.g. by a `from ... import` that ran "
+            f"before the rules were loaded), and it converts its arguments to plain arrays. "
+            f"{called} as its module holds it now, and {where} ({called} wrapped with "
+            "rulekit.primitive), have the rule."
+        )
     return (
         f" Fix: call {where}(...) instead of {called}(...) on traced values: {where} is "
         f"{called} wrapped with rulekit.primitive, and it has a rule ({called} itself "
@@ -338,8 +356,6 @@ def _wrapper_hint(target: _Target) -> str:
 def _writer_hint(frame: FrameType, func: Any) -> str | None:
     """np.fill_diagonal(plain, traced): numpy never handed the call to rulekit (it dispatches
     np.fill_diagonal on the destination only; np.put, ... look at no list of traced values)."""
-    import numpy as np
-
     code = frame.f_code
     if not code.co_argcount:
         return None

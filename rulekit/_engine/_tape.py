@@ -16,6 +16,7 @@ inputs instead of copying them.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -65,8 +66,8 @@ class Record:
         in_slots: Any,
         reads: list[int],
         writes: tuple[int, ...],
-        args: list[CoDual] | None = None,
-        y: CoDual | None = None,
+        args: list[CoDual],
+        y: CoDual,
     ) -> None:
         self.f = f
         self.site = site
@@ -75,7 +76,7 @@ class Record:
         self.in_slots = in_slots  # None, or [(arg position, slot tree)] for scalar inputs
         self.reads = reads  # slots of traced inputs
         self.writes = writes  # slots of traced outputs
-        self.args = args  # the rule's argument CoDuals (None: unknown, never skipped)
+        self.args = args  # the rule's argument CoDuals
         self.y = y  # the rule's output CoDual
 
     def needed(self, live: set[int]) -> bool:
@@ -91,7 +92,7 @@ class Record:
         for w in self.writes:
             if w in live:
                 return True
-        return self.args is None or self.y is None or _mutates_or_aliases(self)
+        return _mutates_or_aliases(self)
 
     def __repr__(self) -> str:
         sig = self.site.sig
@@ -111,7 +112,6 @@ def _mutates_or_aliases(rec: Record) -> bool:
     """Whether a call wrote into an argument or returned memory an argument holds."""
     if set(rec.writes) & set(rec.reads):  # out= (and in-place operators)
         return True
-    assert rec.y is not None and rec.args is not None
     outs = _arrays(rec.y.x, [])
     if rec.y.x is None:
         return True  # (setitem, copyto, add.at, put, ...: mutations return None)
@@ -151,7 +151,12 @@ def _immutable(a: np.ndarray) -> bool:
 
 
 class Tape:
-    """A trace being recorded: records, slot rdata, and the call sites' rules."""
+    """A trace being recorded: records, slot rdata, and the call sites' rules.
+
+    Traced values record their operations with `tape.call(f, args, kwargs)`; the
+    tapes the engine makes are `CallTape`s (`rulekit._engine._call`), whose `call`
+    is the engine's `traced_call`. This class is the data and the reverse pass.
+    """
 
     __slots__ = ("consts", "live", "nconst", "pos", "rdata", "records", "release_to", "sites")
 
@@ -166,8 +171,19 @@ class Tape:
         self.live: set[int] | None = None  # the output's slots, once seeded (see `reverse`)
 
     def new_slot(self, rdata0: Any = None) -> int:
+        """A new slot (a traced value's number on this tape), with initial rdata `rdata0`."""
         self.rdata.append(rdata0)
         return len(self.rdata) - 1
+
+    def call(
+        self,
+        f: Any,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        fallback: Callable[[], Any] | None = None,
+    ) -> Any:
+        """Record the call `f(*args, **kwargs)` and return its traced result (`CallTape`)."""
+        raise NotImplementedError("a Tape records calls only as a CallTape")
 
     # -- constants are snapshotted while traced -----------------------------
 
@@ -261,14 +277,3 @@ class Tape:
             with contextlib.suppress(Exception):
                 rec.pullback(_NO_R if rec.out_slot is None else self._gather(rec.out_slot))
         self.release()
-
-
-def fdata_of_container(values: Any, fdatas: list[Any]) -> Any:
-    """The fdata of a tuple given its elements' fdata (NoFData when all are)."""
-    if all(isinstance(f, NoFData) for f in fdatas):
-        return _NO_F
-    return tuple(fdatas) if isinstance(values, tuple) else fdatas
-
-
-def codual_of_constant(x: Any) -> CoDual:
-    return CoDual(x, None)

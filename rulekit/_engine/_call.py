@@ -1,14 +1,20 @@
 """One traced call: arguments → CoDuals, dispatch (with per-site rule reuse), outputs → traced.
 
 `traced_call(tape, f, args, kwargs)` is what every NumPy protocol hook and every
-`rulekit.primitive` wrapper ends in. It
+`rulekit.primitive` wrapper ends in (as `tape.call(f, args, kwargs)`: the
+engine's tapes are `CallTape`s). It
 
 1. turns traced arguments into their CoDuals and plain ones into inactive
    CoDuals (`dx is None`), also inside lists and tuples (`np.stack([a, b])`);
 2. finds the rule: the call site's cached rule when its dispatch key matches,
-   else the registry's (a fresh stateful rule from a factory); an `out=` array
-   with no `out=` rule gets the generic out mechanism (`_outrule`);
+   else the registry's (a fresh stateful rule from a factory);
 3. calls the rule, records it on the tape, and wraps the outputs.
+
+Any rule gets an `out=` form for free: a call with an `out=` array and no rule
+registered for `out=` is computed by the rule without `out=`, then recorded as
+`np.copyto(out, y)`, a mutation whose rule (with the bundled rules) restores
+`out` and pulls its cotangent back to `y`. A rule may register a faster `out=`
+form of its own.
 """
 
 from __future__ import annotations
@@ -19,23 +25,24 @@ from typing import Any
 import numpy as np
 
 from rulekit._codual import CoDual
-from rulekit._errors import MissingRuleError, SubclassError, TracingError, untraced_write_error
-from rulekit._primitive import trace_state
-from rulekit._registry import fast_key, function_name, registry
-from rulekit._tangents import NoFData, NoRData, zero_fdata, zero_tangent
-from rulekit._tape import ListSlots, Record, Site, Tape
+from rulekit._engine._state import foreign_trace_error, trace_state
+from rulekit._engine._tape import ListSlots, Record, Site, Tape
+from rulekit._engine._traced import Traced, TracedArray, TracedScalar
+from rulekit._errors import (
+    MissingRuleError,
+    TracingError,
+    subclass_error,
+    untraced_write_error,
+)
+from rulekit._functions import function_name
+from rulekit._registry import registry
+from rulekit._signature import fast_key
+from rulekit._tangents import NoFData, zero_fdata, zero_tangent
 
-__all__ = ["constant", "foreign_trace_error", "subclass_error", "traced_call", "wrap_output"]
+__all__ = ["CallTape", "constant", "traced_call", "wrap_output"]
 
 _NO_F = NoFData()
-_NO_R = NoRData()
 _SCALARS = (float, complex, np.floating, np.complexfloating)
-
-
-# The traced-value classes, set by rulekit._traced at import (no import cycle).
-Traced: Any = None
-TracedArray: Any = None
-TracedScalar: Any = None
 
 
 def _contains_traced(seq: Any) -> bool:
@@ -93,45 +100,8 @@ def constant(a: Any, tape: Tape) -> Any:
     return a
 
 
-def subclass_error(a: np.ndarray, what: str) -> TracingError:
-    """Refuse an ndarray subclass: its operators and functions may mean something else."""
-    name = f"{type(a).__module__}.{type(a).__qualname__}"
-    if isinstance(a, np.ma.MaskedArray):
-        fix = "work on plain arrays: `m.filled(fill_value)`, or `np.where(m.mask, fill, m.data)`"
-    elif isinstance(a, np.matrix):
-        fix = "convert it with `np.asarray(m)`, and write `@` where np.matrix's `*` meant it"
-    else:
-        fix = "convert it with `np.asarray(a)` (or `a.view(np.ndarray)`)"
-    return SubclassError(
-        f"rulekit cannot differentiate through an ndarray subclass ({name}, {what}). "
-        f"Fix: {fix}. (Subclasses override operators and functions, e.g. np.matrix's `*` is "
-        "a matrix product and a masked array skips masked entries, in ways the rules for "
-        "plain arrays do not follow: their gradient would be wrong.)"
-    )
-
-
-def foreign_trace_error(theirs: Any) -> TracingError:
-    """A traced value reached a trace that is not the one that made it."""
-    tapes = trace_state.tapes
-    if theirs in tapes:
-        return TracingError(
-            "nested differentiation is not supported yet: a value traced by an outer "
-            "rulekit.value_and_grad/grad/value_and_pullback was used inside an inner one. "
-            "Fix: compute the inner derivative by hand inside the outer function, or register "
-            "a rule for the inner computation (rulekit.rrule.register). (This happens when an "
-            "inner function closes over an outer traced value, or for grad of grad; "
-            "higher-order derivatives are planned.)"
-        )
-    return TracingError(
-        "a traced value was used outside the trace that made it. Fix: use only values "
-        "computed in the current call; to keep a result, store the plain value the call "
-        "returns. (The value was kept past its value_and_grad call, in a global, a closure, "
-        "an attribute or a cache, or passed to another thread.)"
-    )
-
-
 def _list_arg(xs: list[Any], parts: list[Any], trees: list[Any]) -> tuple[CoDual, Any]:
-    """A list's fdata holds full element tangents (DESIGN §1): a traced scalar's is a zero
+    """A list's fdata holds full element tangents (docs/concepts.md): a traced scalar's is a zero
     of its type, which the pullback increments and the tape reads back into its slot."""
     full: list[Any] = []
     items = []
@@ -141,7 +111,7 @@ def _list_arg(xs: list[Any], parts: list[Any], trees: list[Any]) -> tuple[CoDual
                 "traced scalars inside a tuple inside a list are not supported as an "
                 "argument; pass a flat list or tuple."
             )
-        if isinstance(cd.dx, (np.ndarray, tuple)):
+        if isinstance(cd.dx, (np.ndarray, tuple, list)):  # (nested lists keep their fdata)
             full.append(cd.dx)
         else:
             full.append(zero_tangent(cd.x))
@@ -265,8 +235,6 @@ def traced_call(
                 f"implementation failed: {leak}"
             ) from leak
     if site.rule is None:  # an out= call without an out= rule: the generic mechanism
-        from rulekit._outrule import copy_into
-
         plain_kw = {k: v for k, v in kwargs.items() if k != "out"}
         for k, v in plain_kw.items():
             if isinstance(v, CoDual):
@@ -274,7 +242,7 @@ def traced_call(
                     f"{function_name(f)}: traced keyword argument {k}= together with an "
                     "out= array that has no out= rule is not supported; drop out=."
                 )
-        copy_into(tape, out_t, traced_call(tape, f, args, plain_kw))
+        traced_call(tape, np.copyto, (out_t, traced_call(tape, f, args, plain_kw)), {})
         return out_t
     y, pullback = site.rule(site.fcd, *cds, **kwargs)
     if kwargs:  # (traced keyword arguments, e.g. BLAS's c=, take part in aliasing checks)
@@ -352,3 +320,11 @@ def wrap_output(tape: Tape, y: CoDual) -> tuple[Any, Any, tuple[int, ...]]:
             value = values
         return value, tree, writes
     return x, None, ()
+
+
+class CallTape(Tape):
+    """The tape the engine records on: its `call` is `traced_call`."""
+
+    __slots__ = ()
+
+    call = traced_call

@@ -1,0 +1,66 @@
+"""The errors a traced value raises when it would leave the trace, and how they are noted.
+
+A refusal raised inside the traced function may be caught there (by user code
+or a library) and replaced by another error or ignored; `refuse` notes it in
+`trace_state.refusals` so that `Tracer.forward` can report it anyway.
+"""
+
+from __future__ import annotations
+
+import dis
+from typing import Any
+
+import numpy as np
+
+from rulekit._engine._state import trace_state
+from rulekit._errors import TracingError, untraced_write_error
+
+__all__ = ["leak", "refuse", "subclass_caller"]
+
+
+def refuse(err: TracingError) -> TracingError:
+    """Note a refusal raised by a traced value: if code in the traced function catches it
+    and carries on, the engine reports it when the function returns (see `Tracer.forward`)."""
+    if trace_state.active:
+        trace_state.refusals.append(err)
+    return err
+
+
+def leak(what: str, frame: Any = None) -> TracingError:
+    """The error for a traced value about to leave the trace; `frame` is the user's line."""
+    return refuse(_leak_error(what, frame))
+
+
+def _leak_error(what: str, frame: Any) -> TracingError:
+    if frame is not None and _storing_into_subscript(frame):
+        return untraced_write_error("`plain[i] = x`")
+    return TracingError(
+        f"{what} a traced value. Fix: keep the computation in numpy functions that have "
+        "rules; for another callable (a C extension, a numba or scipy function), wrap it with "
+        "rulekit.primitive and register a rule for it; to build an array from traced values "
+        "use np.stack([a, b]) (not np.array([a, b])); to fill one with a traced value use "
+        "np.full_like(x, v) or v * np.ones(shape) (not np.full(shape, v)). Converted to a "
+        "plain array or Python number, the value would leave the trace and its gradient "
+        "would silently be lost."
+    )
+
+
+_STORE_SUBSCR = dis.opmap["STORE_SUBSCR"]
+
+
+def _storing_into_subscript(frame: Any) -> bool:
+    """Whether `frame` is executing `a[i] = v` (numpy converts v while storing it)."""
+    code = frame.f_code.co_code
+    i = frame.f_lasti
+    return 0 <= i < len(code) and code[i] == _STORE_SUBSCR
+
+
+def subclass_caller(frame: Any, depth: int = 6) -> np.ndarray | None:
+    """The ndarray subclass instance whose own method is converting a traced value, if any
+    (e.g. `masked * x`: the masked array's `__mul__` runs first and calls `np.asarray(x)`)."""
+    while frame is not None and depth:
+        owner = frame.f_locals.get("self")
+        if isinstance(owner, np.ndarray) and type(owner) is not np.ndarray:
+            return owner
+        frame, depth = frame.f_back, depth - 1
+    return None
