@@ -10,7 +10,13 @@ The bundled rules (the `rules` package) load by themselves, through the
 from rulekit._codual import CoDual as CoDual
 from rulekit._codual import zero_codual as zero_codual
 from rulekit._cotangents import accumulate as accumulate
+from rulekit._cotangents import accumulate_sequence as accumulate_sequence
+from rulekit._cotangents import add_to_fdata as add_to_fdata
 from rulekit._cotangents import differentiable as differentiable
+from rulekit._cotangents import is_active as is_active
+from rulekit._cotangents import no_pullback as no_pullback
+from rulekit._cotangents import no_rdata as no_rdata
+from rulekit._cotangents import scalar_rdata as scalar_rdata
 from rulekit._cotangents import unbroadcast as unbroadcast
 from rulekit._layout import zeros_like_exact as zeros_like_exact
 from rulekit._tangent_types import NoFData as NoFData

@@ -329,6 +329,17 @@ class DerivedRule:
 
         return y, derived_pullback
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> DerivedRule:
+        """An independent derived rule of the same function, with its own (fresh) rules.
+
+        The cached rules of this one hold buffers and a tracer, which are not copied: a
+        copy that shared or duplicated them mid-use could restore stale state."""
+        return DerivedRule(self.f)
+
+    def __copy__(self) -> DerivedRule:
+        """As `__deepcopy__`: a derived rule has no state a copy could share safely."""
+        return DerivedRule(self.f)
+
     def __repr__(self) -> str:
         return f"DerivedRule({getattr(self.f, '__qualname__', self.f)})"
 

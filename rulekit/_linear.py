@@ -23,15 +23,23 @@ from typing import Any
 import numpy as np
 
 from rulekit._codual import CoDual
+from rulekit._cotangents import accumulate, accumulate_sequence, is_active, no_pullback, no_rdata
 from rulekit._errors import RuleRegistrationError
 from rulekit._register import rrule
 from rulekit._registry import registry
-from rulekit._tangents import NoFData, NoRData, zero_fdata
+from rulekit._tangents import NoFData, zero_fdata
 
-__all__ = ["LinearFunction", "ViewMismatchError", "alias_view", "declarations", "linear"]
+__all__ = [
+    "LinearFunction",
+    "ViewMismatchError",
+    "alias_view",
+    "declarations",
+    "linear",
+    "same_strides",
+    "shares",
+]
 
 _NO_F = NoFData()
-_NO_R = NoRData()
 _SCALARS = (float, complex, np.floating, np.complexfloating)
 
 # -- views: the same view of the fdata ----------------------------------------------------
@@ -49,11 +57,12 @@ def new_fdata(y: Any) -> Any:
     return zero_fdata(y) if type(y) is np.ndarray else _NO_F
 
 
-def _shares(y: Any, x: np.ndarray) -> bool:
+def shares(y: Any, x: np.ndarray) -> bool:
+    """Whether array `y` is (possibly) a view into `x`'s memory."""
     return type(y) is np.ndarray and y.size > 0 and np.may_share_memory(y, x)
 
 
-def _same_strides(a: np.ndarray, b: np.ndarray) -> bool:
+def same_strides(a: np.ndarray, b: np.ndarray) -> bool:
     """Whether two arrays of one shape have the same strides on their axes longer than one."""
     return a.strides == b.strides or all(
         s == t for s, t, n in zip(a.strides, b.strides, a.shape, strict=True) if n > 1
@@ -72,11 +81,11 @@ def alias_view(
     """
     dx, many = x.dx, isinstance(y, (list, tuple))
     ys = list(y) if many else [y]
-    if not any(_shares(e, x.x) for e in ys):
+    if not any(shares(e, x.x) for e in ys):
         return CoDual(y, zero_fdata(y) if many else new_fdata(y)), False
     dy = fn(dx, *rest, **kwargs)
     for e, d in zip(ys, list(dy) if many else [dy], strict=True):
-        if e.size and not (_shares(d, dx) and _same_strides(e, d)):
+        if e.size and not (shares(d, dx) and same_strides(e, d)):
             raise ViewMismatchError(
                 f"rulekit: {getattr(fn, '__name__', fn)} returned a view of the primal but no "
                 f"matching view of its fdata (primal strides {x.x.strides}, fdata strides "
@@ -89,64 +98,10 @@ def alias_view(
 # -- handing cotangents to the linear arguments ---------------------------------------------
 
 
-def _add_into(dx: np.ndarray, g: Any) -> None:
-    """`dx += g` (g broadcasts to dx); a real dx takes the real part of a complex g."""
-    if dx.dtype.kind != "c" and np.iscomplexobj(g):
-        g = np.real(g)
-    dx += g
-
-
-def _scalar_rdata(x: Any, g: Any) -> Any:
-    """The rdata of scalar `x` for cotangent `g` (summed if an array; Re for a real x)."""
-    if isinstance(x, (bool, np.bool_)) or not isinstance(x, _SCALARS):
-        return _NO_R
-    total = np.sum(g) if isinstance(g, np.ndarray) else g
-    if not isinstance(x, (complex, np.complexfloating)):
-        total = np.real(total)
-    return type(x)(total)
-
-
 def _give(arg: CoDual, g: Any) -> Any:
-    """Hand cotangent `g` to linear argument `arg`: arrays in place, scalars as rdata,
-    list/tuple elements one by one; returns `arg`'s rdata."""
-    x, dx = arg.x, arg.dx
-    if type(dx) is np.ndarray:
-        if dx.dtype.kind in "fc":
-            _add_into(dx, g)
-        return _NO_R
-    if isinstance(x, (list, tuple)):
-        parts: list[Any] = []
-        for k, gk in enumerate(g):
-            dk = dx if isinstance(dx, NoFData) else dx[k]
-            r: Any = _NO_R
-            if gk is not None and dk is not None:
-                if type(dk) is np.ndarray:
-                    if dk.dtype.kind in "fc":
-                        _add_into(dk, gk)
-                elif isinstance(dk, NoFData):
-                    r = _scalar_rdata(x[k], gk)
-                elif isinstance(dx, list) and isinstance(dk, (float, complex, np.number)):
-                    dx[k] = dk + _scalar_rdata(x[k], gk)  # a list's fdata: full tangents
-                elif isinstance(dk, (list, tuple)):
-                    raise NotImplementedError(
-                        "rulekit: a nested list/tuple of traced values as an array argument "
-                        "has no rule; build the array with np.stack and pass that."
-                    )
-            parts.append(r)
-        return tuple(parts) if any(r is not _NO_R for r in parts) else _NO_R
-    if isinstance(dx, NoFData):
-        return _scalar_rdata(x, g)
-    return _NO_R
-
-
-def _active(arg: Any) -> bool:
-    """Whether a linear argument wants a cotangent (an inexact array, scalar or sequence)."""
-    dx = arg.dx
-    if type(dx) is np.ndarray:
-        return dx.dtype.kind in "fc"
-    if dx is None:
-        return False
-    return isinstance(arg.x, (*_SCALARS, list, tuple)) and not isinstance(arg.x, bool)
+    """Hand cotangent `g` = Lᴴȳ to linear argument `arg` (`accumulate`; a list/tuple gets one
+    cotangent per element, `accumulate_sequence`); returns `arg`'s rdata."""
+    return accumulate_sequence(arg, g) if isinstance(arg.x, (list, tuple)) else accumulate(arg, g)
 
 
 def _carries_cotangent(y: Any) -> bool:
@@ -176,10 +131,6 @@ def _zero_tangent(x: Any) -> Any:
     if isinstance(x, (list, tuple)):
         return type(x)(_zero_tangent(e) for e in x)
     return type(x)(0)
-
-
-def _nulls(n: int) -> tuple[Any, ...]:
-    return (_NO_R,) * n
 
 
 # -- the declaration ------------------------------------------------------------------------
@@ -256,18 +207,18 @@ class LinearFunction:
             y = fn(*xs, **kw)
             n = 1 + len(args)
             if single:  # (the common case, without the general bookkeeping)
-                active = pairs if args and _active(args[0]) else ()
+                active = pairs if args and is_active(args[0]) else ()
             else:
-                active = [(i, adj) for i, adj in pairs if i < len(args) and _active(args[i])]
+                active = [(i, adj) for i, adj in pairs if i < len(args) and is_active(args[i])]
             if not active or not _carries_cotangent(y):
-                return CoDual(y, None), _no_pullback(n)
+                return CoDual(y, None), no_pullback(n)
             if argnums[0] == 0 and y is xs[0] and type(y) is np.ndarray:
                 # the input array itself (astype(copy=False), ...): its own fdata
-                return CoDual(y, args[0].dx), _no_pullback(n)
+                return CoDual(y, args[0].dx), no_pullback(n)
             if alias is not None and type(args[0].dx) is np.ndarray:
                 out, is_view = alias(args[0], y, fn, *xs[1:], **kw)
                 if is_view:
-                    return out, _no_pullback(n)
+                    return out, no_pullback(n)
             elif isinstance(y, (list, tuple)):
                 raise NotImplementedError(
                     f"rulekit.linear: {name} returned a {type(y).__name__}; only view=True "
@@ -279,7 +230,7 @@ class LinearFunction:
 
             def linear_pullback(dy: Any) -> tuple[Any, ...]:
                 g = out.dx if in_fdata else dy
-                result = list(_nulls(n))
+                result = list(no_rdata(n))
                 for i, adjoint in active:
                     if in_place:
                         _add_in_place(adjoint, args[i], g, xs, kw)
@@ -313,7 +264,7 @@ def _keyword_constants(name: str, kwargs: dict[str, Any]) -> dict[str, Any]:
     out = {}
     for k, v in kwargs.items():
         if isinstance(v, CoDual):
-            if _active(v):
+            if is_active(v):
                 raise NotImplementedError(
                     f"rulekit: {name} was called with a traced (differentiated) value as its "
                     f"keyword argument {k}=; keyword arguments get no cotangent. Pass it "
@@ -322,18 +273,6 @@ def _keyword_constants(name: str, kwargs: dict[str, Any]) -> dict[str, Any]:
             v = v.x
         out[k] = v
     return out
-
-
-_NO_PULLBACKS: dict[int, Callable[[Any], tuple[Any, ...]]] = {}
-
-
-def _no_pullback(n: int) -> Callable[[Any], tuple[Any, ...]]:
-    """The pullback of a call with nothing to hand back (one per arity, made once)."""
-    pb = _NO_PULLBACKS.get(n)
-    if pb is None:
-        result = _nulls(n)
-        pb = _NO_PULLBACKS[n] = lambda dy: result
-    return pb
 
 
 def linear(

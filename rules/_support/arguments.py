@@ -16,6 +16,7 @@ from typing import Any, TypeGuard
 import numpy as np
 
 from rulekit import CoDual, NoFData
+from rulekit._cotangents import is_active as is_active
 
 __all__ = [
     "array_fdata",
@@ -30,19 +31,6 @@ __all__ = [
 ]
 
 _INEXACT_SCALARS = (float, complex, np.floating, np.complexfloating)
-
-
-def is_active(v: Any) -> TypeGuard[CoDual]:
-    """Whether `v` is a differentiated argument: a CoDual with `dx is not None` whose value
-    is inexact (float/complex array or scalar) or a list/tuple (see the module docstring)."""
-    if not isinstance(v, CoDual):
-        return False
-    dx = v.dx
-    if dx is None:
-        return False
-    if type(dx) is np.ndarray:
-        return dx.dtype.kind in "fc"
-    return isinstance(v.x, (*_INEXACT_SCALARS, list, tuple))
 
 
 def is_active_array(v: Any) -> TypeGuard[CoDual]:

@@ -1,33 +1,28 @@
 """Handing a cotangent back to an argument: the one accumulate/unbroadcast family.
 
-A pullback receives ȳ and must give every active argument its share x̄:
-
-* **array arguments** get it *incremented into their fdata* in place,
-  `x̄ += unbroadcast(g, x.shape)` (`add_to_fdata`): when `x` was broadcast to
-  the shape of `g` (implicitly, by a ufunc or `@`), the adjoint of broadcasting
-  is the sum over the broadcast axes. A real `x` of a complex computation takes
-  `Re g`: for real x, the adjoint of the embedding x ↦ x + 0i is the real part;
-* **scalar arguments** get it as *rdata*, returned by the pullback:
-  `type(x)(Σ g)` (`scalar_rdata`), the sum again being the adjoint of
-  broadcasting a scalar;
-* **list/tuple arguments** (`np.asarray` stacks them): element k gets `g[k]`
-  (`accumulate_sequence`);
-* inactive arguments, plain keyword values and integer/bool values get nothing
-  (their rdata is `NoRData()`).
-
-`accumulate(arg, g)` does whichever applies and returns the rdata. Complex values
-follow the JAX/PyTorch convention: for holomorphic `y = f(x)` the cotangent is
-`x̄ = conj(f'(x))·ȳ`, which keeps the real inner product Re⟨ȳ, J ẋ⟩ = Re⟨Jᴴȳ, ẋ⟩.
+The family itself is the engine's, `rulekit._cotangents` (its docstring states the
+adjoint math): `accumulate`, `accumulate_sequence`, `add_to_fdata`, `scalar_rdata`,
+`unbroadcast`, `broadcast_axes`, `no_rdata`, `no_pullback` are re-exported here under
+the names the bundled rules use. Built on them here: `add_to_fdata_pooled` (the same
+increment through a pooled buffer), `broadcast_shape`, `zero_rdata_of`, and the
+cotangent of an output (`output_cotangent`, `element_cotangent`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from rulekit import CoDual, NoFData, NoRData, zero_rdata
+from rulekit._cotangents import accumulate as accumulate
+from rulekit._cotangents import accumulate_sequence as accumulate_sequence
+from rulekit._cotangents import add_to_fdata as add_to_fdata
+from rulekit._cotangents import broadcast_axes as broadcast_axes
+from rulekit._cotangents import no_pullback as no_pullback
+from rulekit._cotangents import no_rdata as no_rdata
+from rulekit._cotangents import scalar_rdata as scalar_rdata
+from rulekit._cotangents import unbroadcast as unbroadcast
 
 __all__ = [
     "ADD_REDUCE",
@@ -54,9 +49,6 @@ NO_R = NoRData()
 #: layers (a microsecond or two a call on the hot paths)
 ADD_REDUCE: Any = np.add.reduce
 
-_INEXACT_SCALARS = (float, complex, np.floating, np.complexfloating)
-
-
 # -- broadcasting ---------------------------------------------------------------------------
 
 
@@ -73,52 +65,7 @@ def broadcast_shape(s: tuple[int, ...], t: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(out)
 
 
-def broadcast_axes(
-    shape: tuple[int, ...], full: tuple[int, ...]
-) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """`(axes, kept)`: the axes of `full` along which an operand of `shape` was broadcast
-    to `full` (its missing leading axes and its unit axes), and `full` with those set to 1."""
-    lead = len(full) - len(shape)
-    axes = tuple(range(lead)) + tuple(
-        lead + i for i, n in enumerate(shape) if n == 1 and full[lead + i] != 1
-    )
-    kept = tuple(1 if i in axes else n for i, n in enumerate(full))
-    return axes, kept
-
-
-def unbroadcast(g: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-    """The adjoint of broadcasting an operand of `shape`: `g` summed over the broadcast axes.
-
-    `x ↦ broadcast_to(x, g.shape)` copies each element of x along the broadcast
-    axes, so its adjoint sums `g` along them. The result has `shape` when `g` has at
-    least `len(shape)` axes. When `shape` has more (extra leading unit axes, as
-    `x[i] = v` drops them) `g` is read with leading unit axes, and the result has
-    `len(shape)` axes, each of `shape`'s length or 1 (`dx += result` broadcasts those).
-    """
-    if g.shape == shape:
-        return g
-    if len(shape) > g.ndim:
-        g = g.reshape((1,) * (len(shape) - g.ndim) + g.shape)
-    lead = g.ndim - len(shape)
-    axes, _ = broadcast_axes(shape, g.shape)
-    if axes:
-        g = g.sum(axis=axes, keepdims=True)
-    return g.reshape(g.shape[lead:]) if lead else g
-
-
 # -- arrays: into fdata ------------------------------------------------------------------------
-
-
-def add_to_fdata(dx: np.ndarray, g: Any) -> None:
-    """`dx += unbroadcast(g, dx.shape)` in place; a real `dx` takes `Re g`.
-
-    `g` has the shape `dx`'s primal was broadcast to, or any shape that broadcasts
-    to `dx` (a kept-dims reduction cotangent, a scalar).
-    """
-    g = np.asarray(g)
-    if g.dtype.kind == "c" and dx.dtype.kind != "c":
-        g = g.real
-    dx += unbroadcast(g, dx.shape)
 
 
 def add_to_fdata_pooled(rule: Any, name: str, dx: np.ndarray, contrib: np.ndarray) -> None:
@@ -133,81 +80,7 @@ def add_to_fdata_pooled(rule: Any, name: str, dx: np.ndarray, contrib: np.ndarra
     np.add(dx, red.reshape(dx.shape), out=dx)
 
 
-# -- scalars: rdata ------------------------------------------------------------------------------
-
-
-def scalar_rdata(x: Any, g: Any) -> Any:
-    """The rdata of scalar primal `x` for cotangent `g`: `type(x)(Σ g)` (`Re` for a real x);
-    `NoRData()` for an integer, bool or non-scalar `x`."""
-    if not isinstance(x, _INEXACT_SCALARS):
-        return NO_R
-    total = np.sum(g) if isinstance(g, np.ndarray) else g
-    if not isinstance(x, (complex, np.complexfloating)):
-        total = np.real(total)
-    return type(x)(total)
-
-
 # -- any argument ----------------------------------------------------------------------------
-
-
-def accumulate(v: Any, g: Any) -> Any:
-    """Hand cotangent `g` to argument `v` (see the module docstring); return `v`'s rdata.
-
-    `g` None stands for a zero cotangent: nothing is added, and the rdata is
-    `zero_rdata_of(v)`.
-    """
-    if not isinstance(v, CoDual) or v.dx is None:
-        return NO_R
-    if g is None:
-        return zero_rdata(v.x)
-    x, dx = v.x, v.dx
-    if type(dx) is np.ndarray:
-        if dx.dtype.kind in "fc":
-            add_to_fdata(dx, g)
-        return NO_R
-    if isinstance(x, (list, tuple)):
-        shape = np.shape(x)
-        g = np.broadcast_to(unbroadcast(np.asarray(g), shape), shape)
-        if isinstance(dx, (list, tuple)) and any(isinstance(d, (list, tuple)) for d in dx):
-            raise NotImplementedError(
-                "rulekit: a nested list/tuple of traced values as an array argument has no "
-                "rule; build the array with np.stack (e.g. np.stack([np.stack(row) for row in "
-                "rows])) and pass that."
-            )
-        return accumulate_sequence(v, [g[k] for k in range(len(x))])
-    if isinstance(dx, NoFData):
-        return scalar_rdata(x, g)
-    return NO_R
-
-
-def accumulate_sequence(seq: CoDual, grads: Sequence[Any]) -> Any:
-    """Hand element cotangents `grads[k]` (None: nothing) to a list/tuple argument.
-
-    Array elements are incremented in place (`add_to_fdata`); scalar elements'
-    cotangents are returned as a tuple of rdata (the engine's convention for traced
-    scalars in a list), or added into a list fdata that holds full scalar tangents.
-    The sequence's rdata is `NoRData()` when no element is a scalar.
-    """
-    d = seq.dx
-    if d is None:
-        return NO_R
-    xs = seq.x
-    parts: list[Any] = []
-    any_scalar = False
-    for k, g in enumerate(grads):
-        dk = d if isinstance(d, NoFData) else d[k]
-        r: Any = NO_R
-        if g is not None and dk is not None:
-            if isinstance(dk, np.ndarray):
-                if dk.dtype.kind in "fc":
-                    add_to_fdata(dk, g)
-            elif isinstance(dk, NoFData):
-                r = scalar_rdata(xs[k], g)
-            elif isinstance(d, list) and isinstance(dk, (float, complex, np.number)):
-                d[k] = dk + scalar_rdata(xs[k], g)  # a list's fdata holds full tangents
-        any_scalar = any_scalar or r is not NO_R
-        parts.append(r)
-    return tuple(parts) if any_scalar else NO_R
 
 
 def zero_rdata_of(v: Any) -> Any:
@@ -239,31 +112,3 @@ def element_cotangent(out: CoDual, dy: Any, i: int) -> Any:
         if isinstance(r, (float, complex, np.number)):
             return r
     return None
-
-
-# -- nothing to hand back ----------------------------------------------------------------------
-
-_NO_RDATA = [(NO_R,) * n for n in range(12)]
-
-
-def no_rdata(n: int) -> tuple[Any, ...]:
-    """`n` NoRData values: a pullback's result for `n` inputs (f counted) that get nothing."""
-    return _NO_RDATA[n] if n < len(_NO_RDATA) else (NO_R,) * n
-
-
-def _make_no_pullback(n: int) -> Callable[[Any], tuple[Any, ...]]:
-    result = no_rdata(n)
-
-    def nothing_to_do(dy: Any) -> tuple[Any, ...]:
-        return result
-
-    return nothing_to_do
-
-
-_NO_PULLBACKS = [_make_no_pullback(n) for n in range(12)]
-
-
-def no_pullback(n: int) -> Callable[[Any], tuple[Any, ...]]:
-    """A pullback with nothing to do, for a rule of `n` positional inputs (f counted):
-    it returns `no_rdata(n)`."""
-    return _NO_PULLBACKS[n] if n < len(_NO_PULLBACKS) else _make_no_pullback(n)

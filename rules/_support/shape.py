@@ -1,7 +1,8 @@
 """Helpers shared by the shape, joining, selecting and indexing rules: views and index kinds.
 
 * **Views.** When numpy returns a view, the output's fdata is the *same view of
-  the input's fdata* (`same_view`, `view_or_new`): no new memory, and the
+  the input's fdata* (`same_view`, `always_a_view`, `view_or_new`; `rulekit.linear`'s
+  `view=True` is `rulekit._linear.alias_view`): no new memory, and the
   pullback has nothing to do, since later pullbacks incremented the shared
   memory. The engine keeps fdata with the primal's strides, so the same view
   operation gives the matching view; should a primal view have no matching view
@@ -19,6 +20,9 @@ from typing import Any
 import numpy as np
 
 from rulekit import CoDual
+from rulekit._linear import ViewMismatchError as ViewMismatchError
+from rulekit._linear import same_strides as same_strides
+from rulekit._linear import shares as shares
 from rules._support.layout import zeros_like_exact
 
 __all__ = [
@@ -26,17 +30,15 @@ __all__ = [
     "BOOL",
     "INT",
     "ViewMismatchError",
+    "always_a_view",
     "index_kind",
     "same_strides",
     "same_view",
+    "shares",
     "view_index",
     "view_or_new",
     "writable",
 ]
-
-
-class ViewMismatchError(RuntimeError):
-    """The primal and its fdata disagree about an operation returning a view."""
 
 
 def _mismatch(what: str, x: np.ndarray, dx: np.ndarray) -> ViewMismatchError:
@@ -48,21 +50,19 @@ def _mismatch(what: str, x: np.ndarray, dx: np.ndarray) -> ViewMismatchError:
     )
 
 
-def shares(y: Any, x: np.ndarray) -> bool:
-    """Whether array `y` is (possibly) a view into `x`'s memory."""
-    return type(y) is np.ndarray and y.size > 0 and np.may_share_memory(y, x)
-
-
 def same_view(x: CoDual, y: Any, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> CoDual:
     """Output of an operation that always returns a view: the same view of the fdata."""
     dx = x.dx
     return CoDual(y, None if dx is None else fn(dx, *args, **kwargs))
 
 
-def same_strides(a: np.ndarray, b: np.ndarray) -> bool:
-    """Whether two arrays of one shape have the same strides (on axes longer than one)."""
-    sa, sb = a.strides, b.strides
-    return sa == sb or all(s == t for s, t, n in zip(sa, sb, a.shape, strict=True) if n > 1)
+def always_a_view(x: CoDual, y: Any, fn: Any, *rest: Any, **kwargs: Any) -> tuple[CoDual, bool]:
+    """The `view=` of a `rulekit.linear` declaration of a function numpy always implements
+    as a view picked by index (transposes, flips, axis insertion/removal, rot90, split):
+    its fdata is the same view of x̄ (`same_view`), which pairs the same elements whatever
+    x̄'s layout, so no check is needed (`view=True` would refuse an fdata laid out unlike
+    its primal, `ViewMismatchError`)."""
+    return same_view(x, y, fn, *rest, **kwargs), True
 
 
 def view_or_new(

@@ -11,20 +11,36 @@ np.inner beyond 2-D, np.outer of N-D arrays. Numpy formulas, the same adjoints:
 
 A real operand of a complex product gets the real part; a float32 operand of a
 float64 product gets its cotangent rounded to float32.
+
+A scalar (Python or numpy number, or 0-d array) operand of np.dot, np.inner, np.kron or
+np.tensordot (`axes=0`) makes the call a product, y = a·b with the array's shape
+(`scalar_product_rrule`):
+
+    y = a·b  ⇒  ā += Σ ȳ·conj(b),  b̄ += Σ ȳ·conj(a)   (Σ over what the operand was broadcast to)
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Union
 
 import numpy as np
 
-from rulekit import Array, CoDual, Example, example, rrule
-from rules._support.arguments import array_fdata
-from rules._support.cotangents import NO_R, add_to_fdata, output_cotangent, unbroadcast
+from rulekit import Array, CoDual, Example, Vararg, example, rrule
+from rules._support.arguments import array_fdata, primal
+from rules._support.cotangents import (
+    NO_R,
+    accumulate,
+    add_to_fdata,
+    output_cotangent,
+    unbroadcast,
+    zero_rdata_of,
+)
 from rules._support.outputs import new_output
 
-__all__ = ["register_generic"]
+__all__ = ["Scalar", "register_generic", "register_scalar_products", "scalar_product_rrule"]
+
+#: A number operand (Python or numpy scalar; a traced scalar is a numpy scalar).
+Scalar = Union[int, float, complex, np.number]
 
 
 def _mm_cot(g: Any, a: np.ndarray, b: np.ndarray) -> tuple[Any, Any]:
@@ -87,9 +103,7 @@ def generic_rrule(f: CoDual, a: CoDual, b: CoDual, **kwargs: Any) -> tuple[CoDua
         )
     A, B = a.x, b.x
     if np.ndim(A) == 0 or np.ndim(B) == 0:
-        raise NotImplementedError(
-            f"{fn.__name__} with a 0-d operand is a product: write it as a * b to differentiate"
-        )
+        return scalar_product_rrule(f, a, b)  # (matmul raises on a 0-d operand, as numpy does)
     y = fn(A, B)
     out = new_output(y)
 
@@ -118,6 +132,7 @@ def _examples(fn: Any) -> list[Example]:
             example(f32, f64),
             example(rng.standard_normal((2, 3, 4)), rng.standard_normal((2, 4, 3))),
             example(rng.standard_normal((2, 3, 4)), rng.standard_normal(4)),
+            example(np.array(2.5), c128),  # a 0-d operand: a product
         ]
     if fn is np.inner:
         return [
@@ -135,3 +150,62 @@ def register_generic() -> None:
         rrule.register(
             fn, Array[np.number], Array[np.number], examples=lambda fn=fn: _examples(fn)
         )(generic_rrule)
+    for fn in (np.dot, np.inner):
+        register_scalar_products(fn)
+
+
+# -- a scalar operand: a product ------------------------------------------------------------
+
+
+def scalar_product_rrule(f: CoDual, a: CoDual, b: CoDual, *rest: CoDual, **kwargs: Any) -> Any:
+    """y = f(a, b) = a·b for np.dot / np.inner / np.kron / np.tensordot with a scalar (or 0-d)
+    operand ⇒ ā += Σ ȳ·conj(b), b̄ += Σ ȳ·conj(a) (the array operand: reshaped to its shape).
+
+    numpy computes y (and raises where it does: np.tensordot's default `axes=2` with a
+    scalar); `rest`/`kwargs` are np.tensordot's `axes`, constant.
+    """
+    y = f.x(a.x, b.x, *map(primal, rest), **kwargs)
+    out = new_output(y)
+    shape = np.shape(y)
+
+    def _as_y(v: Any) -> Any:  # an operand with y's shape (its size is y's, or it is a scalar)
+        return np.reshape(v, shape) if np.ndim(v) else v
+
+    def scalar_product_pullback(dy: Any) -> tuple[Any, ...]:
+        g = output_cotangent(out, dy)
+        grads = []
+        for v, w in ((a, b), (b, a)):
+            if not isinstance(v, CoDual) or v.dx is None:
+                grads.append(NO_R)
+                continue
+            gv = g * np.conj(_as_y(w.x))
+            grads.append(accumulate(v, np.reshape(gv, np.shape(v.x)) if np.ndim(v.x) else gv))
+        return (NO_R, *grads, *map(zero_rdata_of, rest))
+
+    return out, scalar_product_pullback
+
+
+def _scalar_examples(fn: Any, side: int) -> list[Example]:
+    rng = np.random.default_rng(44)
+    x, m = rng.standard_normal(3), rng.standard_normal((2, 3)).astype(np.float32)
+    z = rng.standard_normal((2, 2)) + 1j * rng.standard_normal((2, 2))
+    kw = {"axes": 0} if fn is np.tensordot else {}
+    pairs: list[tuple[Any, Any]]
+    if side == 0:  # a scalar first
+        pairs = [(2.5, x), (np.float64(-1.5), m), (0.5 - 1.0j, x), (np.float32(2.0), z)]
+    elif side == 1:  # a scalar second
+        pairs = [(x, 2.5), (m, np.float64(-1.5)), (z, 0.75), (x, np.complex128(1.0 + 2.0j))]
+    else:  # two scalars
+        pairs = [(2.5, np.float64(-1.5)), (np.complex128(0.5 + 1.0j), 1.5)]
+    return [example(p, q, **kw) for p, q in pairs]
+
+
+def register_scalar_products(fn: Any) -> None:
+    """Register `scalar_product_rrule` for `fn` with a scalar operand on either side (and
+    both); np.tensordot also takes its `axes`."""
+    extra = (Vararg[Any],) if fn is np.tensordot else ()
+    sides = ((Scalar, Array[np.number]), (Array[np.number], Scalar), (Scalar, Scalar))
+    for side, types in enumerate(sides):
+        rrule.register(
+            fn, *types, *extra, examples=lambda fn=fn, side=side: _scalar_examples(fn, side)
+        )(scalar_product_rrule)

@@ -5,6 +5,8 @@ subscripts (implicit output, ellipsis and the interleaved sublist form
 resolved as numpy does), and the adjoint of operand k is an einsum of ȳ with
 the conjugated other operands. tensordot and kron are written as einsums for
 their adjoints. Complex: x̄ = conj(∂y/∂x)·ȳ, i.e. the other operands enter conjugated.
+With a scalar operand, tensordot and kron are products (`scalar_product_rrule` of
+rules.numpy._matmul_generic): ā += Σ ȳ·conj(b), b̄ += Σ ȳ·conj(a).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from rulekit import Array, CoDual, Vararg
 from rules._support.arguments import array_fdata, primal
 from rules._support.cotangents import NO_R, accumulate, add_to_fdata, zero_rdata_of
 from rules._support.outputs import new_output
+from rules.numpy._matmul_generic import register_scalar_products
 
 __all__ = [
     "einsum_rrule",
@@ -305,3 +308,8 @@ def kron_rrule(f: CoDual, a: CoDual, b: CoDual) -> tuple[CoDual, Any]:
         return (NO_R, NO_R, NO_R)
 
     return res, pullback
+
+
+# a scalar operand (np.kron(x, 2.5), np.tensordot(2.5, x, axes=0)): a product, y = a·b
+register_scalar_products(np.tensordot)
+register_scalar_products(np.kron)

@@ -30,7 +30,7 @@ import numpy as np
 from rulekit import CoDual, Vararg, example, linear, rrule
 from rules._support.examples import randn
 from rules._support.patterns import InexactArray, Seq
-from rules.numpy.shape.views import always_a_view
+from rules._support.shape import always_a_view
 
 __all__ = ["PAD", "pad_rrule"]
 

@@ -7,8 +7,11 @@ entry carries a call example; `tests/rules/numpy/test_traced_through.py` checks 
 one against finite differences, and docs/coverage.md lists them.
 
 `NOT_DISPATCHED` lists functions numpy does not dispatch to traced values at all
-(they take no array-like argument numpy would look at): the engine raises a
-TracingError whose message names the alternative given here.
+(they take no array-like argument numpy would look at): numpy converts the traced
+items with `__array__`, which the engine refuses with a TracingError naming the
+alternative given here (docs/coverage.md lists them). `np.r_[...]` and `np.c_[...]`
+(index objects, not functions) convert their items the same way: the fix is
+np.concatenate (np.r_) or np.column_stack / np.stack(..., axis=-1) (np.c_).
 """
 
 from __future__ import annotations
@@ -39,6 +42,9 @@ TRACED_THROUGH: dict[Any, Callable[[], tuple[tuple[Any, ...], dict[str, Any]]]] 
 
 #: function → what to call instead on traced values
 NOT_DISPATCHED: dict[Any, str] = {
-    np.array: "np.stack([a, b]) (np.array does not dispatch to traced values)",
+    np.array: (
+        "np.stack([a, b]) or np.concatenate([a, b]) (np.array, np.r_ and np.c_ do not dispatch "
+        "to traced values: they convert each item to a plain array)"
+    ),
     np.full: "np.full_like(x, v) or v * np.ones(shape) (np.full does not dispatch on its value)",
 }

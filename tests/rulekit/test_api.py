@@ -364,3 +364,19 @@ def test_rule_receiving_a_list_of_lists_keeps_inner_fdata(registrations: Any) ->
     rulekit.rrule.register(wrapped, list)(rulekit.build_rrule(total, [[np.ones(2)], [np.ones(3)]]))
     f = lambda a, b: wrapped([[a], [b, 2.0 * a]])  # noqa: E731
     check_grads(f, np.array([1.0, -2.0]), np.array([0.5, 1.5, -1.0]), calls=2)
+
+
+def test_copies_of_a_warm_derived_rule_are_independent_and_right() -> None:
+    """copy/deepcopy of a derived rule that already ran (cached rules, pooled buffers)
+    give a fresh rule of the same function (the kit copies rules it is handed)."""
+    import copy
+
+    from testutils import check_rule
+
+    f = lambda x: np.tanh(x) * x  # noqa: E731
+    x = np.linspace(-1.0, 1.0, 5)
+    rule = rulekit.build_rrule(f, x)
+    check_rule(f, x, rule=rule)  # (warms it up)
+    for c in (copy.copy(rule), copy.deepcopy(rule)):
+        assert isinstance(c, rulekit.DerivedRule) and c is not rule and c.f is f
+        check_rule(f, x, rule=c)

@@ -1,9 +1,13 @@
 """Error messages name the right thing, and put the fix first (issue #11).
 
-* A plain scipy function called on a traced array names *its* bundled wrapper (scipy
-  shares one code object between cholesky, cho_factor, qr, eigh, ... and between the
-  methods of all scipy.stats distributions): one case per bundled wrapper, generated from
-  the registry. The named wrapper is a public dotted name that imports to the wrapper.
+* SciPy's public names with a bundled wrapper are routed to it (rules/scipy/_routing.py):
+  a traced call through the public name gives the wrapper's value and gradient (or the
+  rule's own TracingError), and SciPy's own function behind it (a name bound before the
+  routing was installed) called on a traced array names *its* bundled wrapper and the
+  routed public name (scipy shares one code object between cholesky, cho_factor, qr, eigh,
+  ... and between the methods of all scipy.stats distributions): one case per bundled
+  wrapper, generated from the registry. The named wrapper is a public dotted name that
+  imports to the wrapper.
 * scipy.special.zeta / lambertw run through their private ufuncs: they work, or refuse
   naming the public function.
 * np.put / np.place / np.putmask / np.fill_diagonal writing a traced value into a plain
@@ -31,6 +35,7 @@ import rulekit
 import rules  # (importing the package registers every bundled rule)
 from rulekit import Array, CoDual, NoFData, NoRData, Primitive, registry
 from rulekit._engine._wrappers import exported_name, public_name
+from rules.scipy._routing import original
 
 
 def _fix_first(msg: str) -> None:
@@ -73,6 +78,7 @@ def _is_f2py(fn: Any) -> bool:
 def _scipy_wrappers() -> list[Any]:
     """(wrapper, its module, one example call) for each bundled `rulekit.primitive` of scipy."""
     seen: dict[int, Any] = {}
+    registry.load_all("rules")  # every deferred scipy part, whatever this process imported
     for reg in registry.entries(module="rules"):
         f = reg.f
         if not isinstance(f, Primitive) or not public_name(f.fn).startswith("scipy."):
@@ -94,6 +100,11 @@ PYTHON_WRAPPERS = [p for p in WRAPPERS if not _is_f2py(p.values[0].fn)]
 F2PY_WRAPPERS = [p for p in WRAPPERS if _is_f2py(p.values[0].fn)]
 
 
+#: the one bundled scipy wrapper whose public name is not routed (docs/scipy-calls.md: its
+#: wrapper also corrects a scipy result, and plain calls must stay scipy's own)
+NOT_ROUTED = {"scipy.linalg.solve_sylvester"}
+
+
 def test_every_kind_of_bundled_wrapper_is_covered() -> None:
     names = {p.id for p in WRAPPERS}
     expected = ["scipy.linalg.cholesky", "scipy.linalg.cho_factor", "scipy.linalg.lu_factor",
@@ -101,14 +112,39 @@ def test_every_kind_of_bundled_wrapper_is_covered() -> None:
                 "scipy.special.logsumexp", "scipy.linalg.solve_sylvester"]  # fmt: skip
     assert set(expected) <= names, sorted(names)
     assert len(PYTHON_WRAPPERS) > 30 and len(F2PY_WRAPPERS) > 30
+    # every public name is routed to its very wrapper, except the one that must not be
+    unrouted = set()
+    for p in WRAPPERS:
+        wrapper = p.values[0]
+        public = _resolve(p.id)
+        if getattr(public, "__rulekit_primitive__", None) is wrapper:
+            assert original(public) == wrapper.fn, p.id  # (`==`: bound methods are made anew)
+            assert public != wrapper.fn, p.id
+        else:
+            assert original(public) is public and not isinstance(public, Primitive), p.id
+            unrouted.add(p.id)
+    assert unrouted == NOT_ROUTED
 
 
-def check_wrapper_hint(wrapper: Primitive, module: str, ex: rulekit.Example, argnum: int) -> None:
-    """Call scipy's own function on the example, argument `argnum` traced: the TracingError
-    names the wrapper by a public name that imports to it (or the call traces through)."""
+def check_wrapper_hint(
+    wrapper: Primitive, module: str, ex: rulekit.Example, argnum: int
+) -> str | None:
+    """Call scipy on the example, argument `argnum` traced, two ways:
+
+    * through its public name (`scipy.linalg.cholesky`, routed to `wrapper`): the same value
+      and gradient as calling the wrapper, bit for bit, or the same TracingError the rule
+      raises (returned: `daxpy` overwriting an untraced `y`);
+    * through scipy's own function behind it (a name bound before the routing): the
+      TracingError names the wrapper by a public name that imports to it, and the routed
+      public name (or the call traces through, to the wrapper's result).
+    """
     called = public_name(wrapper.fn)
-    plain = _resolve(called)  # the function users call: scipy's own
-    assert not isinstance(plain, Primitive)
+    public = _resolve(called)  # the function users call: routed to the wrapper
+    own = original(public)  # scipy's own function behind it
+    assert not isinstance(public, Primitive)
+    routed = called not in NOT_ROUTED
+    assert (getattr(public, "__rulekit_primitive__", None) is wrapper) == routed
+    assert own == wrapper.fn if routed else own is public  # (`==`: bound methods are made anew)
     where = exported_name(wrapper, module)
     assert where is not None and not _is_private(where)
     assert _resolve(where) is wrapper  # a public, importable name of the registered wrapper
@@ -122,25 +158,49 @@ def check_wrapper_hint(wrapper: Primitive, module: str, ex: rulekit.Example, arg
 
         return f
 
-    args = [a.copy() if isinstance(a, np.ndarray) else a for a in ex.args]
+    def run(fn: Any) -> Any:
+        args = [a.copy() if isinstance(a, np.ndarray) else a for a in ex.args]
+        return rulekit.value_and_grad(loss(fn), argnums=argnum)(*args)
+
+    refused = None
     try:
-        value = rulekit.value_and_grad(loss(plain), argnums=argnum)(*args)
+        expected = run(wrapper)
+    except rulekit.TracingError as e:  # the rule's own refusal: the routed call gives it too
+        refused = str(e)
+        expected = None
+    if routed:
+        if refused is None:
+            value = run(public)
+            np.testing.assert_array_equal(value[0], expected[0], strict=True)
+            np.testing.assert_array_equal(value[1], expected[1], strict=True)
+        else:
+            with pytest.raises(rulekit.TracingError) as info:
+                run(public)
+            assert str(info.value) == refused
+
+    try:
+        value = run(own)
     except rulekit.TracingError as e:
         msg = str(e)
-        assert f"Fix: call {where}(...) instead of {called}(...)" in msg, msg
-        hint = msg[msg.index(f"Fix: call {where}") :]
+        if routed:
+            fix = f"Fix: call {called}(...) through its module, or {where}(...), instead of"
+        else:
+            fix = f"Fix: call {where}(...) instead of {called}(...)"
+        assert fix in msg, msg
+        hint = msg[msg.index(fix) :]
         assert not any(_is_private(n) for n in re.findall(r"[\w.]+\.[\w.]+", hint)), hint
     else:  # traced through: the same as through the wrapper
-        expected = rulekit.value_and_grad(loss(wrapper), argnums=argnum)(*args)
+        assert expected is not None
         np.testing.assert_allclose(value[0], expected[0], rtol=1e-12)
         np.testing.assert_allclose(value[1], expected[1], rtol=1e-10)
+    return refused
 
 
 @pytest.mark.parametrize(("wrapper", "module", "ex", "argnum"), PYTHON_WRAPPERS)
 def test_plain_scipy_call_names_its_wrapper(
     wrapper: Primitive, module: str, ex: rulekit.Example, argnum: int
 ) -> None:
-    check_wrapper_hint(wrapper, module, ex, argnum)
+    assert check_wrapper_hint(wrapper, module, ex, argnum) is None
 
 
 _F2PY_SCRIPT = """
@@ -150,9 +210,12 @@ import test_messages as m
 failed = []
 for p in m.F2PY_WRAPPERS:
     try:
-        m.check_wrapper_hint(*p.values)
+        refused = m.check_wrapper_hint(*p.values)
     except Exception as e:
         failed.append(f"{{p.id}}: {{type(e).__name__}}: {{e}}")
+    else:
+        if refused is not None:
+            print("refused", p.id, "|", refused)
 print(len(m.F2PY_WRAPPERS), "checked")
 assert not failed, "\\n".join(failed)
 """
@@ -165,6 +228,16 @@ def test_plain_f2py_call_names_its_wrapper() -> None:
     run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert run.returncode == 0, run.stdout + run.stderr
     assert f"{len(F2PY_WRAPPERS)} checked" in run.stdout
+    # The axpy examples overwrite `y` (not the traced argument): the rule refuses, clearly
+    refused = dict(
+        line.removeprefix("refused ").split(" | ", 1)
+        for line in run.stdout.splitlines()
+        if line.startswith("refused ")
+    )
+    assert sorted(refused) == [f"scipy.linalg.blas.{t}axpy" for t in "cdsz"], run.stdout
+    for name, msg in refused.items():
+        assert msg.startswith(f"{name} overwrites its argument y= "), msg
+        assert "but y is not traced: the gradient would be lost. Pass a traced array" in msg
 
 
 @pytest.mark.parametrize("fn", [scipy.linalg.qr, scipy.linalg.eigh])
@@ -178,11 +251,21 @@ def test_shared_code_without_a_wrapper_gets_no_wrong_hint(fn: Any) -> None:
 def test_stats_hint_names_the_distribution_called() -> None:
     import scipy.stats
 
+    # scipy's own method (norm.cdf and t.cdf are one function), bound before the routing
+    own = original(scipy.stats.t.cdf)
+    assert own.__func__ is original(scipy.stats.norm.cdf).__func__
     with pytest.raises(rulekit.TracingError) as info:
-        rulekit.grad(lambda x: np.sum(scipy.stats.t.cdf(x, 3.0)))(np.linspace(-1, 1, 3))
+        rulekit.grad(lambda x: np.sum(own(x, 3.0)))(np.linspace(-1, 1, 3))
     msg = str(info.value)
-    assert "Fix: call rules.scipy.stats.t.cdf(...) instead of scipy.stats.t.cdf(...)" in msg
+    assert (
+        "Fix: call scipy.stats.t.cdf(...) through its module, or rules.scipy.stats.t.cdf(...)"
+        in msg
+    )
     assert "norm" not in msg and "registered by" not in msg
+    # the routed method differentiates: t's density, not norm's
+    x = np.linspace(-1, 1, 3)
+    g = rulekit.grad(lambda x: np.sum(scipy.stats.t.cdf(x, 3.0)))(x)
+    np.testing.assert_allclose(g, original(scipy.stats.t.pdf)(x, 3.0), rtol=1e-12)
 
 
 # -- scipy.special.zeta, lambertw (private ufuncs underneath) -----------------------------------

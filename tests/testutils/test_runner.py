@@ -1,4 +1,4 @@
-"""`rulekit check` (testutils._packages, testutils._runner, testutils._report) on third-party rule packages."""
+"""`rulekit check` (testutils._packages, _runner, _report) on third-party rule packages."""
 
 from __future__ import annotations
 

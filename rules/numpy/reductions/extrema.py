@@ -1,8 +1,13 @@
 """Rules for max/min reductions: np.max, np.min, np.amax, np.amin, np.nanmax, np.nanmin.
 
-Registered for real floating arrays only (complex max/min compare
-lexicographically and are not differentiable). Options: `axis`, `keepdims`,
+Registered for real and complex floating arrays. Options: `axis`, `keepdims`,
 `initial=`, `where=`. Conventions (docs/conventions-reductions.md):
+
+* **complex** x: numpy orders complex numbers lexicographically, by the real part
+  and then, among equal real parts, by the imaginary part; y is the element so
+  selected, y = x[k] ⇒ x̄[k] += ȳ (the selection is linear; PyTorch's convention
+  ∂L/∂Re + i ∂L/∂Im passes through unchanged). Ties (equal complex values) split
+  as for real x.
 
 * **ties** split ȳ equally among the tied maxima (as JAX does); an `initial=`
   equal to the result counts as one of the tied candidates (and, being a
@@ -34,7 +39,7 @@ from rules.numpy.reductions._common import (
 )
 from rules.numpy.reductions._kernels import extremum_all, extremum_lanes
 
-__all__ = ["extremum_rrule", "tie_split"]
+__all__ = ["complex_extremum_rrule", "extremum_rrule", "tie_split"]
 
 _NAMES = ("axis", "out", "keepdims", "initial", "where")
 _NAN_SKIPPING = frozenset({np.nanmax, np.nanmin})
@@ -87,10 +92,40 @@ def _examples(fn: Any) -> list[Example]:
     ]
 
 
+def _complex_examples(fn: Any) -> list[Example]:
+    rng = np.random.default_rng(21)
+    re = rng.permutation(12).reshape(3, 4) / 4.0 - 1.0
+    # distinct real parts: where two real parts tie the imaginary parts decide, and y jumps
+    # as the real parts move apart (lexicographic order is not continuous there)
+    z = re + 1j * rng.normal(size=(3, 4))
+    t = z.copy()
+    t[1, 0] = t[1, 3] = 2.0 + 5.0j  # two tied maxima (equal complex values) in row 1
+    t[2, 1] = t[2, 2] = -2.0 - 1.0j  # two tied minima in row 2
+    if fn in _NAN_SKIPPING:
+        z[1, 1] = complex(np.nan, 0.0)
+    return [
+        example(z),
+        example(t, axis=1, keepdims=True),
+        example(z, 0, where=np.array([True, False, True, True]), initial=0.1 + 0.0j),
+        example(t.astype(np.complex64), -1),
+    ]
+
+
 def _register(fn: Any) -> None:
     rulekit.rrule.register(fn, Array[np.floating], Vararg[Any], examples=lambda: _examples(fn))(
         extremum_rrule
     )
+    rulekit.rrule.register(
+        fn, Array[np.complexfloating], Vararg[Any], examples=lambda: _complex_examples(fn)
+    )(complex_extremum_rrule)
+
+
+def complex_extremum_rrule(
+    f: CoDual, x: CoDual, *args: CoDual, **kwargs: Any
+) -> tuple[CoDual, Any]:
+    """y = max (or min) of complex x over `axis`, numpy's lexicographic order (real part,
+    then imaginary part) ⇒ x̄ += w·ȳ, w = 1/#ties on the elements equal to y."""
+    return _extremum_general(f, x, args, kwargs)
 
 
 def extremum_rrule(f: CoDual, x: CoDual, *args: CoDual, **kwargs: Any) -> tuple[CoDual, Any]:

@@ -6,6 +6,7 @@ real_if_close.
 
     y = append(a, v, axis)    ⇒  ā += ȳ[first block],  v̄ += ȳ[second block]
     y = column_stack(xs)      ⇒  x̄ₖ += ȳ[:, columns of xₖ] (1-D/0-d: reshaped back)
+    y = column_stack(x)       ⇒  the same, xₖ = x[k] (one array: the sequence of its slices)
     y = rot90(x, k, axes)     ⇒  x̄ += rot90(ȳ, −k, axes)   (a view: its fdata is rot90(x̄))
     y = np.astype(x, d)       ⇒  x̄ += ȳ cast back (Re ȳ for a real x)
 
@@ -168,6 +169,26 @@ linear(
         example([randn(3), randn(3, seed=1)]),
         example((randn(2, 2, dtype=np.float32), randn(2, seed=1))),
         example([randn(), np.float64(0.5), randn(1, 2, dtype=np.complex128)]),
+    ],
+)
+
+
+def _column_stack_one_adjoint(g: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """x̄ += the pieces of ȳ that x's slices x[0], x[1], ... became, stacked back."""
+    if len(x) == 0:
+        return np.zeros(x.shape, g.dtype)
+    return np.stack(_column_stack_adjoint(g, list(x)))
+
+
+# one array is the sequence of its slices along axis 0: column_stack(x) = column_stack(list(x))
+linear(
+    np.column_stack,
+    _column_stack_one_adjoint,
+    patterns=[(InexactArray,)],
+    examples=lambda: [
+        example(randn(4)),  # a 1-D array: its elements as one row, shape (1, 4)
+        example(randn(2, 3, dtype=np.float32)),  # 2-D: x.T
+        example(randn(2, 3, 2, dtype=np.complex128)),
     ],
 )
 

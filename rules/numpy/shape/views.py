@@ -14,8 +14,8 @@ forward rule, `ẏ = fn(ẋ)`) follow from it:
     y = copy(x)              ⇒  x̄ += ȳ
     y = x.astype(d)          ⇒  x̄ += ȳ cast back (a real x takes Re ȳ)
 
-Views alias fdata (`view=` in the declarations: `always_a_view`, or for reshape/ravel,
-which may copy, `rules._support.shape.view_or_new`):
+Views alias fdata (`view=` in the declarations: `rules._support.shape.always_a_view`,
+or for reshape/ravel, which may copy, `rules._support.shape.view_or_new`):
 when numpy returns a view of the input (`x.T`, `x.reshape(...)` of a contiguous
 `x`, `np.squeeze`, `np.flip`, ...), the output's fdata is the same view of the
 input's fdata and the pullback does nothing: later pullbacks already incremented
@@ -38,19 +38,12 @@ from rulekit import CoDual, Vararg, example, linear
 from rules._support.cotangents import unbroadcast
 from rules._support.examples import randn
 from rules._support.patterns import InexactArray
-from rules._support.shape import ViewMismatchError, same_view, view_or_new
+from rules._support.shape import ViewMismatchError, always_a_view, view_or_new
 
 __all__ = ["ASTYPE", "COPY", "RESHAPE", "always_a_view"]
 
 
-# -- views that are always views ----------------------------------------------------------
-
-
-def always_a_view(x: CoDual, y: Any, fn: Any, *rest: Any, **kwargs: Any) -> tuple[CoDual, bool]:
-    """The `view=` of a function numpy always implements as a view picked by index
-    (transposes, flips, axis insertion/removal, rot90, split): its fdata is the same view
-    of x̄, which pairs the same elements whatever x̄'s layout (no check needed)."""
-    return same_view(x, y, fn, *rest, **kwargs), True
+# -- views that are always views (`always_a_view`: the same view of x̄) -------------------
 
 
 def _transpose_adjoint(g: np.ndarray, x: np.ndarray, axes: Any = None) -> np.ndarray:

@@ -11,11 +11,11 @@ unbroadcast) and `differentiable` (the activity test) are the declarations' own.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 
-from rulekit import Array, CoDual, NoRData
+from rulekit import CoDual, NoRData
 from rulekit._elementwise import (
     Elementwise,
     accumulate,
@@ -23,8 +23,10 @@ from rulekit._elementwise import (
     differentiable,
     elementwise,
 )
-from rules._support.layout import zeros_like_exact
-from rules._support.util import NO_F, NO_R, scalar_rdata
+from rules._support.cotangents import NO_R
+from rules._support.cotangents import zero_rdata_of as _zero_rdata_of
+from rules._support.outputs import new_output
+from rules._support.patterns import Complex, Inexact, IntLike, Numeric, Real, RealNumeric
 
 __all__ = [
     "DECLARATIONS",
@@ -53,34 +55,12 @@ __all__ = [
 
 _nd = np.ndarray
 
-#: Values that may carry a derivative: float/complex arrays and scalars.
-Inexact = Union[Array[np.inexact], float, complex, np.inexact]
-#: Real floating arrays and scalars.
-Real = Union[Array[np.floating], float, np.floating]
-#: Complex arrays and scalars.
-Complex = Union[Array[np.complexfloating], complex, np.complexfloating]
-#: Integer and bool arrays and scalars: constants of a float computation.
-IntLike = Union[Array[np.integer], Array[np.bool_], int, np.integer, np.bool_]
-#: Every numeric operand: `Inexact` or `IntLike`.
-Numeric = Union[Inexact, IntLike]
-#: Every real numeric operand (no complex).
-RealNumeric = Union[Real, IntLike]
-
 Pullback = Callable[[Any], tuple[Any, ...]]
 
 
-def output(y: Any) -> CoDual:
-    """A new output: fresh zero fdata laid out like `y` for float arrays, else NoFData."""
-    if type(y) is _nd and y.dtype.kind in "fc":
-        return CoDual(y, _fdata(y))
-    if isinstance(y, tuple):
-        return CoDual(y, _tuple_fdata(y))
-    return CoDual(y, NO_F)
-
-
-def _tuple_fdata(y: tuple[Any, ...]) -> Any:
-    fs = tuple(output(e).dx for e in y)
-    return NO_F if all(f is NO_F for f in fs) else fs
+#: A new output: zero fdata laid out like `y` for float/complex arrays (tuples element-wise),
+#: else NoFData (`rules._support.outputs.new_output`).
+output = new_output
 
 
 def conj(v: Any) -> Any:
@@ -166,11 +146,6 @@ def tuple_cotangent(out: CoDual, dy: Any, i: int) -> Any:
     return None
 
 
-def _fdata(y: np.ndarray) -> np.ndarray:
-    # Zero fdata laid out like y (a view of y must view the same elements of ȳ).
-    return np.zeros(y.shape, y.dtype) if y.flags.c_contiguous else zeros_like_exact(y)
-
-
 #: the declaration of every differentiable ufunc, by ufunc (the fast paths derive from them)
 DECLARATIONS: dict[Any, Elementwise] = {}
 
@@ -189,10 +164,9 @@ def declare(
 
 
 def zero_rdata_of(cd: CoDual) -> Any:
-    """The zero rdata of an argument: a zero of a scalar's type, else NoRData."""
-    if cd.dx is None or type(cd.dx) is _nd:
-        return NO_R
-    return scalar_rdata(cd.x, 0)
+    """The zero rdata of an operand: a zero of an active scalar's type, else NoRData (an
+    inactive operand's too: `rules._support.cotangents.zero_rdata_of` of an active one)."""
+    return NO_R if cd.dx is None else _zero_rdata_of(cd)
 
 
 def nondiff(f: CoDual, *args: CoDual, **kw: Any) -> tuple[CoDual, Pullback]:

@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 
 from rulekit import StatefulRRule, free_list
+from rules._support.cotangents import add_to_fdata_pooled as add_unbroadcast
 from rules._support.layout import flat_view, fortran, like_scratch
-from rules._support.util import add_unbroadcast
 
 __all__ = ["Pair", "Pooled", "bcast_fdata", "bcast_plan", "twice"]
 

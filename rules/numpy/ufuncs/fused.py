@@ -31,8 +31,8 @@ import numpy as np
 
 import rulekit
 from rulekit import Array, CoDual, NoRData
-from rules._support.layout import flat_view
-from rules._support.util import NO_F, NO_R, broadcast_shape, filled_0d
+from rules._support.cotangents import NO_F, NO_R, broadcast_shape
+from rules._support.layout import filled_0d, flat_view
 from rules.numpy.ufuncs import binary as _binary  # noqa: F401  (the plain rules, looked up below)
 from rules.numpy.ufuncs import unary as _unary  # noqa: F401
 from rules.numpy.ufuncs._common import DECLARATIONS

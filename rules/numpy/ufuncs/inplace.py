@@ -20,8 +20,8 @@ import numpy as np
 
 import rulekit
 from rulekit import Array, CoDual, StatefulRRule, TracingError, registry
-from rules._support.layout import flat_view
-from rules._support.util import NO_F, NO_R, filled_0d
+from rules._support.cotangents import NO_F, NO_R
+from rules._support.layout import filled_0d, flat_view
 from rules.numpy.copyto import CopyToRule
 from rules.numpy.ufuncs._common import DECLARATIONS
 from rules.numpy.ufuncs._kernels import kernels_of

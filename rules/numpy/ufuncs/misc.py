@@ -14,7 +14,7 @@ import numpy as np
 
 import rulekit
 from rulekit import CoDual, NoRData, Vararg
-from rules._support.util import NO_R, scalar_rdata
+from rules._support.cotangents import NO_R, scalar_rdata
 from rules.numpy.ufuncs._common import (
     Inexact,
     Numeric,

@@ -21,7 +21,7 @@ import numpy as np
 
 import rulekit
 from rulekit import CoDual, Elementwise, differentiable
-from rules._support.util import NO_F, NO_R
+from rules._support.cotangents import NO_F, NO_R
 from rules.numpy.ufuncs import binary as _binary  # noqa: F401  (the declarations used below)
 from rules.numpy.ufuncs import unary as _unary  # noqa: F401
 from rules.numpy.ufuncs._common import DECLARATIONS

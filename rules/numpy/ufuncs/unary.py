@@ -20,7 +20,7 @@ import numpy as np
 
 import rulekit
 from rulekit import CoDual
-from rules._support.util import NO_R
+from rules._support.cotangents import NO_R
 from rules.numpy.ufuncs._common import (
     DOMAINS,
     Inexact,

@@ -4,17 +4,17 @@ code; its Python functions (`logsumexp`, `softmax`, `polygamma`, ...) have
 """
 
 # ruff: noqa: I001  (the imports below are in registration order)
-# erf, gammaln, digamma, expit, logit, ndtr, i0/i1, ...
+# erf, erfcx, gammaln, digamma, expit, logit, ndtr, i0/i1, ...
 from rules.scipy.special import unary as unary
 
-# xlogy, xlog1py, rel_entr, beta, betaln, polygamma
+# xlogy, xlog1py, rel_entr, beta, betaln, owens_t, polygamma
 from rules.scipy.special import binary as binary
 from rules.scipy.special import reductions as reductions  # logsumexp, softmax, log_softmax
 
 # zeta, lambertw: Python functions over private ufuncs
 from rules.scipy.special import wrapped as wrapped
 
-# gammainc(c), betainc, rgamma, jv, yn, iv, ive, multigammaln
+# gammainc(c), betainc, rgamma, jv, yn, iv, ive, kv, kve, multigammaln
 from rules.scipy.special import gamma_bessel as gamma_bessel
 from rules.scipy.special.unary import (
     digamma as digamma,
@@ -22,6 +22,7 @@ from rules.scipy.special.unary import (
     erf as erf,
     erfc as erfc,
     erfcinv as erfcinv,
+    erfcx as erfcx,
     erfinv as erfinv,
     expit as expit,
     gamma as gamma,
@@ -40,6 +41,7 @@ from rules.scipy.special.unary import (
 from rules.scipy.special.binary import (
     beta as beta,
     betaln as betaln,
+    owens_t as owens_t,
     polygamma as polygamma,
     rel_entr as rel_entr,
     xlog1py as xlog1py,
@@ -65,6 +67,8 @@ from rules.scipy.special.gamma_bessel import (
     j1 as j1,
     jn as jn,
     jv as jv,
+    kv as kv,
+    kve as kve,
     multigammaln as multigammaln,
     rgamma as rgamma,
     y0 as y0,

@@ -14,9 +14,11 @@ from typing import Any, Union
 import numpy as np
 
 import rulekit
-from rulekit import Array, CoDual, NoRData
-from rulekit._elementwise import Elementwise, declaring_module, differentiable, elementwise
+from rulekit import Array, CoDual
+from rulekit._elementwise import Elementwise, declaring_module, elementwise
 from rulekit._elementwise import operand_pattern as _operand_pattern
+from rules._support.arguments import is_active
+from rules._support.cotangents import output_cotangent
 
 __all__ = [
     "CONST",
@@ -56,15 +58,15 @@ def check_ufunc_kwargs(ufunc: np.ufunc, kwargs: dict[str, Any]) -> None:
         )
 
 
-#: The activity test of every rule here: an active (dx not None) float/complex argument.
-active = differentiable
+#: Old name of `rules._support.arguments.is_active`, until `.unary`, `.binary` and
+#: `.gamma_bessel` import that instead.
+active = is_active
 
 
 def cot(out_x: Any, out_dx: Any, dy: Any) -> Any:
-    """The cotangent of an output: its fdata for an array, the pullback's `dy` for a scalar."""
-    if isinstance(out_x, np.ndarray):
-        return out_dx
-    return 0.0 if isinstance(dy, NoRData) or dy is None else dy
+    """`rules._support.cotangents.output_cotangent` of the output CoDual `(out_x, out_dx)`
+    (its old spelling, until `.unary`, `.binary` and `.gamma_bessel` switch)."""
+    return output_cotangent(CoDual(out_x, out_dx), dy)
 
 
 def declare(
@@ -108,7 +110,7 @@ def no_partial(*args: Any) -> Any:
 def refuse_active(name: str, args: Sequence[CoDual], which: dict[int, str], why: str) -> None:
     """Raise NotImplementedError if an argument listed in `which` is active."""
     for i, label in which.items():
-        if active(args[i]):
+        if is_active(args[i]):
             raise NotImplementedError(
                 f"scipy.special.{name}: the derivative with respect to {label} is not "
                 f"implemented, and {label} is active here. Fix: pass {label} as a constant "

@@ -1,5 +1,5 @@
 """Rules for the two-argument scipy.special functions: the ufuncs `xlogy`, `xlog1py`,
-`rel_entr`, `beta`, `betaln`, and `polygamma` (a Python function: use the wrapper
+`rel_entr`, `beta`, `betaln`, `owens_t`, and `polygamma` (a Python function: use the wrapper
 `rules.scipy.special.polygamma`).
 
 Operands broadcast like numpy's; each gets `x̄ += unbroadcast(conj(∂f/∂x)·ȳ)`.
@@ -20,12 +20,14 @@ import scipy.special as sp
 
 import rulekit
 from rulekit import Array, CoDual
-from rules._support.util import NO_R, accumulate, new_output
+from rules._support.cotangents import NO_R, accumulate
+from rules._support.outputs import new_output
 from rules.scipy.special._common import active, declare, operand_pattern
 
-__all__ = ["beta", "betaln", "polygamma", "rel_entr", "xlog1py", "xlogy"]
+__all__ = ["beta", "betaln", "owens_t", "polygamma", "rel_entr", "xlog1py", "xlogy"]
 
 xlogy, xlog1py, rel_entr, beta, betaln = sp.xlogy, sp.xlog1py, sp.rel_entr, sp.beta, sp.betaln
+owens_t = sp.owens_t
 polygamma = rulekit.primitive(sp.polygamma)
 
 
@@ -167,6 +169,49 @@ _binary(
     _d_betaln_b,
     "ā += (ψ(a) − ψ(a+b))·ȳ, b̄ += (ψ(b) − ψ(a+b))·ȳ",
     _beta_examples,
+)
+
+
+# -- Owen's T function ---------------------------------------------------------------------------
+
+_INV_2SQRT_2PI = 0.5 / np.sqrt(2.0 * np.pi)
+
+
+def _d_owens_t_h(h: Any, a: Any, out: Any) -> Any:
+    """∂h T = −(h/2π)∫₀^a e^{−h²(1+t²)/2} dt = −e^{−h²/2}·erf(ha/√2)/(2√(2π)). 0 at h = 0,
+    also for a = ±inf, where T(h, ±∞) = ±Φ(−|h|)/2 has a kink: the mean of its one-sided
+    derivatives (h·a would be NaN there)."""
+    ha = np.where(np.asarray(h) == 0, 0.0, np.multiply(h, a))
+    return -_INV_2SQRT_2PI * np.exp(-0.5 * np.square(h)) * sp.erf(ha / np.sqrt(2.0))
+
+
+def _d_owens_t_a(h: Any, a: Any, out: Any) -> Any:
+    """∂a T = the integrand at a: e^{−h²(1+a²)/2}/(2π(1+a²)); 0 at a = ±inf (also for h = 0)."""
+    r = 1.0 + np.square(a)
+    d = np.exp(-0.5 * np.square(h) * r) / (2.0 * np.pi * r)
+    return np.where(np.isinf(r), 0.0, d)
+
+
+def _owens_t_examples() -> list[rulekit.Example]:
+    rng = np.random.default_rng(240)
+    h, a = rng.uniform(-2.5, 2.5, (2, 3)), rng.uniform(-3.0, 3.0, 3)
+    h[0, 0] = 0.0  # h = 0: T is even in h, ∂h = 0
+    return [
+        rulekit.example(h, a),  # broadcast (2, 3) × (3,)
+        rulekit.example(h[1].astype(np.float32), a.astype(np.float32)),
+        rulekit.example(0.7, a),  # Python float × array
+        rulekit.example(np.float64(-1.2), 2),  # an integer constant a
+    ]
+
+
+# T(h, a) = (1/2π)∫₀^a e^{−h²(1+t²)/2}/(1+t²) dt  ⇒  h̄ += −e^{−h²/2}·erf(ha/√2)/(2√(2π))·ȳ,
+# ā += e^{−h²(1+a²)/2}/(2π(1+a²))·ȳ  (smooth everywhere; real only: scipy has no complex loop)
+_binary(
+    owens_t,
+    _d_owens_t_h,
+    _d_owens_t_a,
+    "h̄ −= e^{−h²/2}·erf(ha/√2)/(2√(2π))·ȳ, ā += e^{−h²(1+a²)/2}/(2π(1+a²))·ȳ",
+    _owens_t_examples,
 )
 
 

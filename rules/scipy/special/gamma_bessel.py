@@ -1,7 +1,7 @@
 """Rules for more scipy.special functions: the incomplete gamma and beta functions
 (`gammainc`, `gammaincc`, `betainc`), `gammasgn`, `rgamma`, the Bessel functions `jv` (= `jn`),
-`j0`, `j1`, `yn`, `y0`, `y1`, `iv`, `ive`, and `multigammaln` (a Python function: call the
-wrapper `rules.scipy.special.multigammaln`).
+`j0`, `j1`, `yn`, `y0`, `y1`, `iv`, `ive`, `kv`, `kve`, and `multigammaln` (a Python function:
+call the wrapper `rules.scipy.special.multigammaln`).
 
 The ufuncs are reached through `__array_ufunc__`: unchanged user code
 (`scipy.special.jv(2, x)` on a traced `x`) dispatches to the rules registered here for
@@ -25,7 +25,8 @@ import scipy.special as sp
 
 import rulekit
 from rulekit import Array, CoDual
-from rules._support.util import NO_R, accumulate, new_output
+from rules._support.cotangents import NO_R, accumulate
+from rules._support.outputs import new_output
 from rules.scipy.special._common import (
     CONST,
     active,
@@ -48,6 +49,8 @@ __all__ = [
     "j1",
     "jn",
     "jv",
+    "kv",
+    "kve",
     "multigammaln",
     "rgamma",
     "y0",
@@ -59,13 +62,14 @@ betainc, gammainc, gammaincc, gammasgn, rgamma = (
     sp.betainc, sp.gammainc, sp.gammaincc, sp.gammasgn, sp.rgamma
 )  # fmt: skip
 jv, jn, j0, j1, yn, y0, y1, iv, ive = sp.jv, sp.jn, sp.j0, sp.j1, sp.yn, sp.y0, sp.y1, sp.iv, sp.ive
+kv, kve = sp.kv, sp.kve
 multigammaln = rulekit.primitive(sp.multigammaln)
 
 Examples = Callable[[], list[rulekit.Example]]
 
 #: An order or shape parameter: integers are constants; a float one must not be active.
 ORDER: Any = Union[CONST, float, np.floating, Array[np.floating]]
-#: Complex operands of the Bessel functions that have a complex loop (jv, iv, ive).
+#: Complex operands of the Bessel functions that have a complex loop (jv, iv, ive, kv, kve).
 _COMPLEX: Any = Union[
     Array[np.complex64], Array[np.complex128], np.complex64, np.complex128, complex
 ]
@@ -238,6 +242,14 @@ _bessel(iv, lambda v, z, y: 0.5 * (sp.iv(np.subtract(v, 1), z) + sp.iv(np.add(v,
 # Y_n' = (Y_{n−1} − Y_{n+1})/2 (real x > 0; Y_{−n} = (−1)ⁿ Y_n makes n = 0 work)
 _bessel(yn, lambda n, x, y: 0.5 * (sp.yn(np.subtract(n, 1), x) - sp.yn(np.add(n, 1), x)),
         "x̄ += (Y_{n−1}(x) − Y_{n+1}(x))/2·ȳ", 322, 0.5, cplx=False)  # fmt: skip
+
+# K_v' = −(K_{v−1} + K_{v+1})/2 (holomorphic off the cut z ≤ 0; K_{−v} = K_v). x = 0: K_v is
+# +inf and so is −K_v' (the derivative is −inf); real x < 0: NaN (scipy's value is NaN).
+_bessel(kv, lambda v, z, y: -0.5 * (sp.kv(np.subtract(v, 1), z) + sp.kv(np.add(v, 1), z)),
+        "z̄ −= conj((K_{v−1}(z) + K_{v+1}(z))/2)·ȳ", 325, 0.2)  # fmt: skip
+# kve = e^{z}·K_v(z) (e^{z}, not e^{|Re z|}: holomorphic)  ⇒  kve' = kve − (kve_{v−1} + kve_{v+1})/2
+_bessel(kve, lambda v, z, y: y - 0.5 * (sp.kve(np.subtract(v, 1), z) + sp.kve(np.add(v, 1), z)),
+        "z̄ += conj(kve(v, z) − (kve(v−1, z) + kve(v+1, z))/2)·ȳ", 326, 0.2)  # fmt: skip
 
 
 def _d_ive_real(v: Any, x: Any, y: Any) -> Any:

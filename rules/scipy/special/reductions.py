@@ -12,7 +12,6 @@ forward: no exp of an unshifted input is ever taken.
 
 from __future__ import annotations
 
-import inspect
 from typing import Any, Union
 
 import numpy as np
@@ -20,8 +19,10 @@ import scipy.special as sp
 
 import rulekit
 from rulekit import Array, CoDual, NoFData, Vararg
-from rules._support.util import NO_R, accumulate, new_output
-from rules.scipy.special._common import active, cot
+from rules._support.arguments import is_active, primal
+from rules._support.binding import binder
+from rules._support.cotangents import NO_R, accumulate, no_rdata, output_cotangent
+from rules._support.outputs import new_output
 
 __all__ = ["log_softmax", "logsumexp", "softmax"]
 
@@ -32,15 +33,11 @@ log_softmax = rulekit.primitive(sp.log_softmax)
 _REAL = Union[Array[np.float16], Array[np.float32], Array[np.float64], float, np.floating]
 
 
-def _bind(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
-    """The call's arguments by parameter name (CoDuals stay CoDuals), defaults filled in."""
-    ba = inspect.signature(fn).bind(*args, **kwargs)
-    ba.apply_defaults()
-    return dict(ba.arguments)
-
-
-def _primal(v: Any) -> Any:
-    return v.x if isinstance(v, CoDual) else v
+_LOGSUMEXP, _SOFTMAX, _LOG_SOFTMAX = (
+    binder(sp.logsumexp),
+    binder(sp.softmax),
+    binder(sp.log_softmax),
+)
 
 
 def _axes(axis: Any, ndim: int) -> tuple[int, ...]:
@@ -49,10 +46,6 @@ def _axes(axis: Any, ndim: int) -> tuple[int, ...]:
         return tuple(range(ndim))
     axes = (axis,) if np.ndim(axis) == 0 else tuple(axis)
     return tuple(sorted(int(a) % max(ndim, 1) for a in axes))
-
-
-def _nulls(n: int) -> tuple[Any, ...]:
-    return (NO_R,) * n
 
 
 # -- logsumexp ----------------------------------------------------------------------------------
@@ -75,30 +68,30 @@ def logsumexp_rrule(f: CoDual, a: CoDual, *rest: CoDual, **kwargs: Any) -> tuple
     """y = log|Σ b·eᵃ| (over `axis`), s = sign(Σ b·eᵃ) (return_sign; else s = 1):
     ā += s·b·exp(a − y)·ȳ,  b̄ += s·exp(a − y)·ȳ  (y and ȳ broadcast back over `axis`).
     The sign output is piecewise constant: its cotangent is ignored."""
-    o = _bind(sp.logsumexp, (a, *rest), kwargs)
+    o = _LOGSUMEXP((a, *rest), kwargs)
     bcd = o["b"]
-    b = _primal(bcd)
+    b = primal(bcd)
     if b is not None and np.iscomplexobj(b):
         raise NotImplementedError(
             "rules.scipy.special.logsumexp: a complex b has no rule. Fix: pass a real b (the rule "
             "takes real a and b only)."
         )
-    axis, keepdims = _primal(o["axis"]), bool(_primal(o["keepdims"]))
-    rs = bool(_primal(o["return_sign"]))
+    axis, keepdims = primal(o["axis"]), bool(primal(o["keepdims"]))
+    rs = bool(primal(o["return_sign"]))
     res = sp.logsumexp(a.x, axis=axis, b=b, keepdims=keepdims, return_sign=rs)
     out = new_output(res)
     nargs = 2 + len(rest)
 
     def pullback(dy: Any) -> tuple[Any, ...]:
-        need_a, need_b = active(a), active(bcd)
+        need_a, need_b = is_active(a), is_active(bcd)
         if not (need_a or need_b):
-            return _nulls(nargs)
+            return no_rdata(nargs)
         if rs:
             dx0 = out.dx[0] if not isinstance(out.dx, NoFData) else None
-            g = cot(res[0], dx0, dy[0] if isinstance(dy, tuple) else dy)
+            g = output_cotangent(CoDual(res[0], dx0), dy[0] if isinstance(dy, tuple) else dy)
             lse, sign = res
         else:
-            g, lse, sign = cot(res, out.dx, dy), res, None
+            g, lse, sign = output_cotangent(out, dy), res, None
         shape = np.broadcast_shapes(np.shape(a.x), np.shape(b))
         axes = _axes(axis, len(shape))
         if not keepdims:
@@ -110,7 +103,7 @@ def logsumexp_rrule(f: CoDual, a: CoDual, *rest: CoDual, **kwargs: Any) -> tuple
             w = w * sign
         ra = accumulate(a, w if b is None else w * b) if need_a else NO_R
         rb = accumulate(bcd, w) if need_b else NO_R
-        r = [NO_R, ra, *_nulls(len(rest))]
+        r = [NO_R, ra, *no_rdata(len(rest))]
         if need_b and isinstance(bcd, CoDual) and len(rest) >= 2 and rest[1] is bcd:
             r[3] = rb  # b passed positionally: its rdata (a scalar b's cotangent) goes back
         return tuple(r)
@@ -134,16 +127,16 @@ def _softmax_examples() -> list[rulekit.Example]:
 @rulekit.rrule.register(softmax, _REAL, Vararg[Any], examples=_softmax_examples)
 def softmax_rrule(f: CoDual, x: CoDual, *rest: CoDual, **kwargs: Any) -> tuple[CoDual, Any]:
     """s = softmax(x) over `axis`  ⇒  x̄ += s ⊙ (ȳ − Σ_axis s ⊙ ȳ)."""
-    axis = _primal(_bind(sp.softmax, (x, *rest), kwargs)["axis"])
+    axis = _SOFTMAX((x, *rest), kwargs).value("axis")
     s = sp.softmax(x.x, axis=axis)
     out = new_output(s)
 
     def pullback(dy: Any) -> tuple[Any, ...]:
-        if not active(x):
-            return _nulls(2 + len(rest))
-        sg = s * cot(s, out.dx, dy)
+        if not is_active(x):
+            return no_rdata(2 + len(rest))
+        sg = s * output_cotangent(out, dy)
         gx = sg - s * np.sum(sg, axis=axis, keepdims=True)
-        return (NO_R, accumulate(x, gx), *_nulls(len(rest)))
+        return (NO_R, accumulate(x, gx), *no_rdata(len(rest)))
 
     return out, pullback
 
@@ -151,15 +144,15 @@ def softmax_rrule(f: CoDual, x: CoDual, *rest: CoDual, **kwargs: Any) -> tuple[C
 @rulekit.rrule.register(log_softmax, _REAL, Vararg[Any], examples=_softmax_examples)
 def log_softmax_rrule(f: CoDual, x: CoDual, *rest: CoDual, **kwargs: Any) -> tuple[CoDual, Any]:
     """y = x − logsumexp(x) over `axis`  ⇒  x̄ += ȳ − exp(y)·Σ_axis ȳ."""
-    axis = _primal(_bind(sp.log_softmax, (x, *rest), kwargs)["axis"])
+    axis = _LOG_SOFTMAX((x, *rest), kwargs).value("axis")
     y = sp.log_softmax(x.x, axis=axis)
     out = new_output(y)
 
     def pullback(dy: Any) -> tuple[Any, ...]:
-        if not active(x):
-            return _nulls(2 + len(rest))
-        g = cot(y, out.dx, dy)
+        if not is_active(x):
+            return no_rdata(2 + len(rest))
+        g = output_cotangent(out, dy)
         gx = g - np.exp(y) * np.sum(g, axis=axis, keepdims=True)
-        return (NO_R, accumulate(x, gx), *_nulls(len(rest)))
+        return (NO_R, accumulate(x, gx), *no_rdata(len(rest)))
 
     return out, pullback

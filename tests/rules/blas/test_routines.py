@@ -23,6 +23,7 @@ import rules
 import rules.blas.routines
 from rulekit import CoDual, NoFData, NoRData, TracingError, registry, zero_codual
 from rules.blas._routine import f2py_inplace
+from rules.scipy._routing import original
 from testutils import check_rule, count_allocations
 
 SETTINGS = settings(max_examples=25, deadline=None, derandomize=True)
@@ -40,9 +41,22 @@ def test_every_routine_is_wrapped_and_registered() -> None:
     names = rules.blas.routines.__all__
     assert len(names) == 44, names  # every wrapper listed (the module's export list)
     for name in names:
-        wrapper = getattr(rules.blas, name)
-        assert wrapper.fn is getattr(sb, name)
+        wrapper, routed = getattr(rules.blas, name), getattr(sb, name)
+        assert wrapper.fn is original(routed) and wrapper.fn is not routed  # scipy's own f2py
+        assert type(wrapper.fn).__name__ == "fortran", name
+        assert routed.__rulekit_primitive__ is wrapper, name  # scipy's name routes to it
         assert any(r.f is wrapper for r in registry.entries("rules.blas.routines")), name
+    # plain calls through the routed name are scipy's own, bit for bit (and still overwrite)
+    rng = np.random.default_rng(3)
+    a, b, c = rng.normal(size=(3, 4)), rng.normal(size=(4, 2)), rng.normal(size=(3, 2))
+    np.testing.assert_array_equal(
+        sb.dgemm(0.5, a, b, -1.0, c), original(sb.dgemm)(0.5, a, b, -1.0, c), strict=True
+    )
+    x, y = rng.normal(size=5), rng.normal(size=5)
+    y1, y2 = y.copy(), y.copy()
+    out = sb.daxpy(x, y1, a=2.0)
+    np.testing.assert_array_equal(out, original(sb.daxpy)(x, y2, a=2.0), strict=True)
+    assert out is y1 and np.array_equal(y1, y2)  # (daxpy writes into y: scipy's behaviour)
 
 
 # -- gemm: random shapes, layouts, flags; 1×1 up to 256×256 ----------------------------------
@@ -329,6 +343,29 @@ def test_engine_level2_level3_chain(rng: np.random.Generator) -> None:
     A, x = rng.normal(size=(3, 2)), rng.normal(size=3)
     T = np.tril(rng.normal(size=(3, 3))) + 3 * np.eye(3)
     check_grads(f, A, T, x)
+
+
+def test_engine_through_scipy_names(rng: np.random.Generator) -> None:
+    """The same chain through scipy's routed public names (`scipy.linalg.blas.dgemv`, ...)."""
+
+    def f(A: Any, T: Any, x: Any) -> Any:
+        S = sb.dsyrk(1.0, A, lower=1)
+        X = sb.dtrsm(2.0, T, S, lower=1)
+        y = sb.dgemv(1.0, X, x, trans=1)
+        z = np.zeros_like(y) + 1.0
+        sb.daxpy(y, z, a=0.5)  # z ← ½y + z, in place
+        sb.dscal(3.0, z)
+        return sb.dnrm2(z) + sb.ddot(z, y)
+
+    A, x = rng.normal(size=(3, 2)), rng.normal(size=3)
+    T = np.tril(rng.normal(size=(3, 3))) + 3 * np.eye(3)
+    check_grads(f, A, T, x)
+    # (scipy's own f2py functions called traced: tests/rules/test_messages.py, in a subprocess)
+    # an untraced `y` that the routed daxpy would overwrite: the rule's own error, nothing written
+    y = np.zeros(3)
+    with pytest.raises(TracingError, match=r"overwrites its argument y=.* but y is not traced"):
+        rulekit.grad(lambda x: np.sum(sb.daxpy(x, y)))(x)
+    assert not y.any()
 
 
 def test_engine_steady_state_allocates_nothing(rng: np.random.Generator) -> None:

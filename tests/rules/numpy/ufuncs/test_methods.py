@@ -17,13 +17,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import rulekit
-import rules.numpy.reductions.extrema
-import rules.numpy.reductions.sums
-import rules.numpy.ufuncs.binary
+import rules.numpy.reductions.extrema  # (registers np.max, np.min)
+import rules.numpy.reductions.sums  # (registers np.sum, np.cumsum)
+import rules.numpy.ufuncs.binary  # (registers the binary ufuncs whose methods are tested)
 import rules.numpy.ufuncs.methods
-
-assert rules.numpy.ufuncs.methods and rules.numpy.ufuncs.binary
-assert rules.numpy.reductions.sums and rules.numpy.reductions.extrema
 
 SETTINGS = settings(max_examples=25, deadline=None, derandomize=True)
 shapes = st.lists(st.integers(1, 4), min_size=1, max_size=3).map(tuple)

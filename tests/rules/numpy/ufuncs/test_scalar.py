@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 import rulekit
 import rules.numpy.ufuncs.unary  # noqa: F401  (registers the plain unary rules)
 from rulekit import CoDual, NoRData, Signature, registry
-from rules._support.util import NO_F
+from rules._support.cotangents import NO_F
 from rules.numpy.ufuncs.scalar import SCALAR_UNARY, ScalarUnary
 from testutils import check_rule
 

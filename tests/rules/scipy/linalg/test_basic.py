@@ -12,9 +12,11 @@ from fdcheck import check_grads
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import rulekit
 import rules.numpy.contractions
 import rules.numpy.linalg.basic
 import rules.scipy.linalg as la
+from rules.scipy._routing import original
 from testutils import check_rule
 
 FAST = settings(max_examples=12, deadline=None)
@@ -128,6 +130,38 @@ def test_lu_factor_then_lu_solve_end_to_end(trans: int) -> None:
 
 def test_plain_calls_go_straight_to_scipy() -> None:
     a = spd(23, (3, 3))
-    assert la.cho_factor.fn is scipy.linalg.cho_factor
-    np.testing.assert_array_equal(la.cho_factor(a)[0], scipy.linalg.cho_factor(a)[0])
-    np.testing.assert_array_equal(la.expm(a / 10), scipy.linalg.expm(a / 10))
+    for name in ["cho_factor", "expm", "cholesky"]:
+        wrapper, routed = getattr(la, name), getattr(scipy.linalg, name)
+        own = original(routed)  # scipy's own function, behind the routed public name
+        assert wrapper.fn is own and own is not routed
+        assert routed.__rulekit_primitive__ is wrapper  # the public name routes to this wrapper
+        assert routed.__doc__ == own.__doc__ and routed.__name__ == own.__name__
+    # plain calls, through the wrapper and through the routed name, return scipy's results
+    # bit for bit
+    own_c, own_lower = original(scipy.linalg.cho_factor)(a)
+    for c, lower in (la.cho_factor(a), scipy.linalg.cho_factor(a)):
+        np.testing.assert_array_equal(c, own_c, strict=True)
+        assert lower is own_lower
+    own_e = original(scipy.linalg.expm)(a / 10)
+    np.testing.assert_array_equal(la.expm(a / 10), own_e, strict=True)
+    np.testing.assert_array_equal(scipy.linalg.expm(a / 10), own_e, strict=True)
+
+
+def test_traced_calls_through_scipy_names() -> None:
+    """The routed public name differentiates; scipy's own function, bound before the routing
+    (`from scipy.linalg import cholesky` run earlier), refuses naming the fix."""
+    a = spd(24, (3, 3))
+    w = np.random.default_rng(25).normal(size=(3, 3))
+    check_grads(lambda a: np.einsum("ij,ij", scipy.linalg.cholesky(a, lower=True), w), a)
+    check_grads(lambda a: np.einsum("ij,ij", scipy.linalg.expm(a / 10), w), a)
+
+    def solve(a: Any, b: Any) -> Any:  # the factorization flows between the two routed calls
+        return np.einsum("i,i", scipy.linalg.cho_solve(scipy.linalg.cho_factor(a), b), w[0])
+
+    check_grads(solve, a, w[1])
+    own = original(scipy.linalg.cholesky)
+    with pytest.raises(rulekit.TracingError) as info:
+        rulekit.grad(lambda a: np.sum(own(a)))(a)
+    msg = str(info.value)
+    assert "Fix: call scipy.linalg.cholesky(...) through its module, or " in msg, msg
+    assert "rules.scipy.linalg.cholesky(...)" in msg, msg

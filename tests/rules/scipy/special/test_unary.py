@@ -18,6 +18,7 @@ import rulekit
 import rules.numpy.contractions  # noqa: F401  (registers np.einsum: engine tests)
 import rules.scipy.special as S
 from rulekit import CoDual, NoFData, NoRData, zero_codual
+from rules.scipy._routing import original
 from testutils import check_rule
 
 FAST = settings(max_examples=10, deadline=None, derandomize=True)
@@ -334,10 +335,19 @@ def test_engine_wrapper_path() -> None:
 
 def test_wrappers_call_scipy_directly() -> None:
     x = np.array([[0.5, 1.5], [2.0, -1.0]])
-    assert S.logsumexp(x, axis=1, b=2.0).tolist() == sp.logsumexp(x, axis=1, b=2.0).tolist()
-    assert np.array_equal(S.softmax(x, 0), sp.softmax(x, 0))
-    assert np.array_equal(S.polygamma(2, x), sp.polygamma(2, x))
-    assert S.logsumexp.__wrapped__ is sp.logsumexp
+    for name in ["logsumexp", "softmax", "polygamma"]:
+        wrapper, routed = getattr(S, name), getattr(sp, name)
+        own = original(routed)  # scipy's own function, behind the routed public name
+        assert wrapper.__wrapped__ is own and wrapper.fn is own and own is not routed
+        assert routed.__rulekit_primitive__ is wrapper  # the public name routes to this wrapper
+    # plain calls, through the wrapper and through the routed name: scipy's results bit for bit
+    own_lse = original(sp.logsumexp)(x, axis=1, b=2.0)
+    for f in (S.logsumexp, sp.logsumexp):
+        np.testing.assert_array_equal(f(x, axis=1, b=2.0), own_lse, strict=True)
+    for f in (S.softmax, sp.softmax):
+        np.testing.assert_array_equal(f(x, 0), original(sp.softmax)(x, 0), strict=True)
+    for f in (S.polygamma, sp.polygamma):
+        np.testing.assert_array_equal(f(2, x), original(sp.polygamma)(2, x), strict=True)
 
 
 def test_engine_numpy_user_code() -> None:
@@ -350,8 +360,17 @@ def test_engine_numpy_user_code() -> None:
 
 
 def test_engine_scipy_python_functions_are_refused() -> None:
-    """scipy's own logsumexp converts with np.asarray: the engine raises, never a silent zero."""
+    """scipy's own logsumexp converts with np.asarray: called traced (bound before the routing
+    was installed) the engine raises naming the fix, never a silent zero; the routed public
+    name and the wrapper differentiate."""
     x = np.array([0.5, 1.5])
-    with pytest.raises(rulekit.TracingError):
-        rulekit.grad(sp.logsumexp)(x)
-    assert np.allclose(rulekit.grad(S.logsumexp)(x), sp.softmax(x))
+    with pytest.raises(rulekit.TracingError) as info:
+        rulekit.grad(original(sp.logsumexp))(x)
+    msg = str(info.value)
+    assert "Fix: call scipy.special.logsumexp(...) through its module, or " in msg, msg
+    assert "rules.scipy.special.logsumexp(...)" in msg, msg
+    np.testing.assert_allclose(rulekit.grad(S.logsumexp)(x), sp.softmax(x), rtol=1e-14)
+    np.testing.assert_allclose(rulekit.grad(sp.logsumexp)(x), sp.softmax(x), rtol=1e-14)
+    check_grads(sp.logsumexp, x)
+    w = np.array([0.3, -1.2])
+    check_grads(lambda x: np.einsum("i,i", sp.softmax(x), w), x)

@@ -18,6 +18,7 @@ import rulekit
 import rules  # noqa: F401  (registers numpy's rules: np.sum, @, ... for the engine tests)
 import rules.scipy.stats as S
 from rulekit import CoDual, NoRData, function_name, registry, zero_codual
+from rules.scipy._routing import original
 from rules.scipy.stats.multivariate import SingularCovarianceError
 from testutils import check_rule
 
@@ -315,8 +316,19 @@ def test_engine_multivariate() -> None:
 
 def test_plain_calls_go_to_scipy() -> None:
     x = np.array([0.2, 0.7])
-    assert np.array_equal(S.beta.logpdf(x, 2.0, 3.0), sst.beta.logpdf(x, 2.0, 3.0))
-    assert S.norm.pdf.fn == sst.norm.pdf
+    own = original(sst.beta.logpdf)(x, 2.0, 3.0)  # scipy's own method, behind the routed one
+    np.testing.assert_array_equal(S.beta.logpdf(x, 2.0, 3.0), own, strict=True)
+    np.testing.assert_array_equal(sst.beta.logpdf(x, 2.0, 3.0), own, strict=True)
+    # the wrapper's fn is scipy's own bound method; the distribution's method routes to it
+    assert S.norm.pdf.fn == original(sst.norm.pdf) and S.norm.pdf.fn.__self__ is sst.norm
+    assert S.norm.pdf.fn != sst.norm.pdf
+    assert sst.norm.pdf.__rulekit_primitive__ is S.norm.pdf
+    assert sst.t.cdf.__rulekit_primitive__ is S.t.cdf
+    # another instance of the class (a frozen distribution makes one) runs scipy's own method
+    other = type(sst.norm)(name="norm")
+    np.testing.assert_array_equal(other.pdf(x), original(sst.norm.pdf)(x), strict=True)
+    with pytest.raises(rulekit.TracingError):
+        rulekit.grad(lambda x: np.sum(other.pdf(x)))(x)
     assert function_name(S.norm.pdf) == "scipy.stats.norm.pdf"
     assert function_name(S.multivariate_normal.logpdf) == "scipy.stats.multivariate_normal.logpdf"
     assert repr(S.t) == "rules.scipy.stats.t(pdf, logpdf, cdf, logcdf)"
@@ -324,3 +336,17 @@ def test_plain_calls_go_to_scipy() -> None:
         S.norm.ppf  # noqa: B018
     _, pb = rulekit.rrule(zero_codual(S.norm.pdf), CoDual(x))  # nothing active: no work
     assert pb(NoRData()) == (NoRData(), NoRData())
+
+
+def test_traced_calls_through_distribution_methods() -> None:
+    """The routed `scipy.stats.t.cdf` differentiates; scipy's own bound method (taken before the
+    routing was installed) refuses, naming the fix."""
+    x = np.array([-0.4, 0.3, 1.1])
+    check_grads(lambda x: np.sum(sst.t.cdf(x, 3.0)), x)
+    check_grads(lambda x: np.sum(sst.norm.logpdf(x, 0.2, 1.5)), x)
+    own = original(sst.t.cdf)
+    with pytest.raises(rulekit.TracingError) as info:
+        rulekit.grad(lambda x: np.sum(own(x, 3.0)))(x)
+    msg = str(info.value)
+    assert "Fix: call scipy.stats.t.cdf(...) through its module, or " in msg, msg
+    assert "rules.scipy.stats.t.cdf(...)" in msg and "norm" not in msg, msg
