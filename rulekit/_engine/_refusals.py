@@ -34,6 +34,18 @@ def leak(what: str, frame: Any = None) -> TracingError:
 def _leak_error(what: str, frame: Any) -> TracingError:
     if frame is not None and _storing_into_subscript(frame):
         return untraced_write_error("`plain[i] = x`")
+    if what.startswith("NumPy was asked to convert"):  # __array__: most often np.array([...])
+        return TracingError(
+            f"{what} a traced value. Fix: to build an array from traced values use "
+            "np.stack([a, b]) or np.concatenate([a, b]) (np.column_stack([a, b]) for columns), "
+            "not np.array([a, b]), np.r_[a, b] or np.c_[a, b]; to fill one with a traced value "
+            "use np.full_like(x, v) or v * np.ones(shape), not np.full(shape, v). Why: those "
+            "take a list (or an index expression), not an array, so NumPy never hands the call "
+            "to rulekit: it converts each item to a plain array, and the value would leave the "
+            "trace with its gradient silently lost. Otherwise keep the computation in numpy "
+            "functions that have rules; for another callable (a C extension, a numba or scipy "
+            "function), wrap it with rulekit.primitive and register a rule for it."
+        )
     return TracingError(
         f"{what} a traced value. Fix: keep the computation in numpy functions that have "
         "rules; for another callable (a C extension, a numba or scipy function), wrap it with "

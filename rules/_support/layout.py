@@ -35,7 +35,15 @@ from rulekit import (
     zeros_like_exact,  # (the engine's: one definition)
 )
 
-__all__ = ["filled_0d", "flat_view", "fortran", "like_scratch", "new_fdata", "zeros_like_exact"]
+__all__ = [
+    "filled_0d",
+    "flat_view",
+    "fortran",
+    "like_scratch",
+    "memory_order",
+    "new_fdata",
+    "zeros_like_exact",
+]
 
 
 def fortran(a: np.ndarray) -> bool:
@@ -44,20 +52,40 @@ def fortran(a: np.ndarray) -> bool:
     return bool(f.f_contiguous and not f.c_contiguous)
 
 
-def flat_view(a: np.ndarray) -> np.ndarray:
-    """A 1-D view of C- or F-contiguous `a` in memory order: always a view, never a copy.
+def memory_order(a: np.ndarray) -> tuple[int, ...] | None:
+    """The axis order in which `a` is C-contiguous (`a.transpose(order)` is), or None.
 
-    Raises ValueError for any other layout (a caller that writes through the
-    result would otherwise write into a silent copy).
+    C-contiguous `a`: (0, 1, ...); F-contiguous: reversed; a contiguous block with permuted
+    axes (numpy's result of an elementwise op on a transposed operand, e.g. strides
+    (8, 256, 64)): that permutation. Length-1 axes may go anywhere.
+    """
+    f = a.flags
+    if f.c_contiguous:
+        return tuple(range(a.ndim))
+    if f.f_contiguous:
+        return tuple(range(a.ndim))[::-1]
+    order = tuple(sorted(range(a.ndim), key=lambda i: -a.strides[i] if a.shape[i] > 1 else 0))
+    return order if a.transpose(order).flags.c_contiguous else None
+
+
+def flat_view(a: np.ndarray) -> np.ndarray:
+    """A 1-D view of contiguous `a` in memory order: always a view, never a copy.
+
+    `a` may be C- or F-contiguous or contiguous with permuted axes (`memory_order`);
+    raises ValueError for any other layout (a caller that writes through the result
+    would otherwise write into a silent copy).
     """
     f = a.flags
     if f.c_contiguous:
         return a.reshape(-1)  # (a reshape of a C-contiguous array is a view)
     if f.f_contiguous:
         return a.T.reshape(-1)  # (aᵀ is C-contiguous, in a's memory order)
+    order = memory_order(a)
+    if order is not None:
+        return a.transpose(order).reshape(-1)
     raise ValueError(
         f"rulekit internal error: a flat view of an array with strides {a.strides} and shape "
-        f"{a.shape} was asked for; it is neither C- nor F-contiguous, so reshape would copy."
+        f"{a.shape} was asked for; it is not contiguous in any axis order, so reshape would copy."
     )
 
 
@@ -65,12 +93,16 @@ def like_scratch(
     scratch: Callable[[str, tuple[int, ...], Any], np.ndarray], name: str, like: np.ndarray
 ) -> np.ndarray:
     """A work buffer from `scratch(name, shape, dtype)` (a `StatefulRRule.scratch`) with the
-    shape, dtype and memory order of contiguous `like`: F-ordered `like` gets the
-    transpose of a C-ordered buffer (kept under its own name), so the flat views of the
-    two pair the same elements."""
+    shape, dtype and memory order of contiguous `like`: F-ordered (or axis-permuted) `like`
+    gets the transpose of a C-ordered buffer (kept under its own name), so the flat views
+    of the two pair the same elements."""
     if fortran(like):
         return scratch(name + ":F", like.shape[::-1], like.dtype).T
-    return scratch(name, like.shape, like.dtype)
+    order = memory_order(like)
+    if order is None or order == tuple(range(like.ndim)):
+        return scratch(name, like.shape, like.dtype)
+    buf = scratch(f"{name}:{order}", tuple(like.shape[i] for i in order), like.dtype)
+    return buf.transpose(np.argsort(order))  # (like's axis order, over C-ordered memory)
 
 
 def filled_0d(store: dict[str, np.ndarray], c: Any, dtype: np.dtype) -> np.ndarray:

@@ -149,8 +149,16 @@ for _fn in (np.atleast_1d, np.atleast_2d, np.atleast_3d):
 # -- column_stack: linear in the sequence ------------------------------------------------------
 
 
-def _column_stack_adjoint(g: np.ndarray, tup: Any) -> list[Any]:
-    """x̄ₖ += ȳ[:, the columns of xₖ] (one column, reshaped back, for ndim < 2)."""
+def _column_stack_adjoint(g: np.ndarray, tup: Any) -> Any:
+    """x̄ₖ += ȳ[:, the columns of xₖ] (one column, reshaped back, for ndim < 2).
+
+    One array `tup` is the sequence of its slices along axis 0 (numpy iterates it):
+    its cotangent is those slices' cotangents, stacked back.
+    """
+    if isinstance(tup, np.ndarray):
+        if len(tup) == 0:
+            return np.zeros(tup.shape, g.dtype)
+        return np.stack(_column_stack_adjoint(g, list(tup)))
     grads, start = [], 0
     for x in tup:
         shape = np.shape(x)
@@ -164,30 +172,13 @@ def _column_stack_adjoint(g: np.ndarray, tup: Any) -> list[Any]:
 linear(
     np.column_stack,
     _column_stack_adjoint,
-    patterns=[(Seq,)],
+    patterns=[(Seq,), (InexactArray,)],
     examples=lambda: [
         example([randn(3), randn(3, seed=1)]),
         example((randn(2, 2, dtype=np.float32), randn(2, seed=1))),
         example([randn(), np.float64(0.5), randn(1, 2, dtype=np.complex128)]),
-    ],
-)
-
-
-def _column_stack_one_adjoint(g: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """x̄ += the pieces of ȳ that x's slices x[0], x[1], ... became, stacked back."""
-    if len(x) == 0:
-        return np.zeros(x.shape, g.dtype)
-    return np.stack(_column_stack_adjoint(g, list(x)))
-
-
-# one array is the sequence of its slices along axis 0: column_stack(x) = column_stack(list(x))
-linear(
-    np.column_stack,
-    _column_stack_one_adjoint,
-    patterns=[(InexactArray,)],
-    examples=lambda: [
-        example(randn(4)),  # a 1-D array: its elements as one row, shape (1, 4)
-        example(randn(2, 3, dtype=np.float32)),  # 2-D: x.T
+        example(randn(4)),  # one 1-D array: its elements as one row, shape (1, 4)
+        example(randn(2, 3, dtype=np.float32)),  # one 2-D array: x.T
         example(randn(2, 3, 2, dtype=np.complex128)),
     ],
 )

@@ -14,7 +14,7 @@ import numpy as np
 
 from rulekit import StatefulRRule, free_list
 from rules._support.cotangents import add_to_fdata_pooled as add_unbroadcast
-from rules._support.layout import flat_view, fortran, like_scratch
+from rules._support.layout import flat_view, like_scratch
 
 __all__ = ["Pair", "Pooled", "bcast_fdata", "bcast_plan", "twice"]
 
@@ -24,11 +24,23 @@ class Pair:
 
     __slots__ = ("flat_g", "flat_in", "flat_y", "g", "plan", "y")
 
-    def __init__(self, like: np.ndarray, shape: tuple[int, ...], dtype: np.dtype) -> None:
-        # numpy's layout: F order for an F-ordered (not C-ordered) operand, else C order
-        order: Any = "F" if like is not None and fortran(like) else "C"
-        self.y = np.empty(shape, dtype, order=order)
-        self.g = np.zeros(shape, dtype, order=order)
+    def __init__(
+        self, operands: tuple[np.ndarray, ...], shape: tuple[int, ...], dtype: np.dtype
+    ) -> None:
+        # numpy's own layout for an elementwise result of these operands (its iterator's
+        # "K" order: the operands' axis order, e.g. F for F-ordered ones, or (8, 64, 32)-like
+        # strides for a transposed 3-d one), so that a later reshape/ravel is a view or a
+        # copy exactly as in numpy (which decides what an in-place write changes). The
+        # layout depends on the operands' shapes and strides only: np.add/np.positive
+        # of them (once per new pair) shows it.
+        if not operands:
+            template = np.empty(shape, dtype)
+        elif len(operands) == 1:
+            template = np.positive(operands[0])
+        else:
+            template = np.add(*operands)
+        self.y = np.empty_like(template, dtype=dtype)
+        self.g = np.zeros_like(template, dtype=dtype)
         self.flat_y, self.flat_g = flat_view(self.y), flat_view(self.g)
         # the broadcast kernel's arguments for the last operands (see `FusedBinary._arrays`)
         self.plan: tuple[Any, ...] | None = None
@@ -76,10 +88,13 @@ class Pooled(StatefulRRule):
         self._pairs: dict[Any, list[Pair]] = {}
         self._zerod: dict[str, np.ndarray] = {}  # (`filled_0d`: scalar operands)
 
-    def _take(self, like: Any, shape: tuple[int, ...], dtype: np.dtype) -> tuple[Pair, Any]:  # type: ignore[override]
-        key = (shape, like.strides if like is not None else None, dtype.char)
+    def _take(  # type: ignore[override]
+        self, operands: tuple[np.ndarray, ...], shape: tuple[int, ...], dtype: np.dtype
+    ) -> tuple[Pair, Any]:
+        """A pair for the result of an elementwise op of `operands` (the array ones)."""
+        key = (shape, tuple((o.shape, o.strides) for o in operands), dtype.char)
         free = free_list(self._pairs, key)  # (bounded; a pair put back on a dropped list is freed)
-        pair = free.pop() if free else Pair(like, shape, dtype)
+        pair = free.pop() if free else Pair(operands, shape, dtype)
         return pair, free
 
     def _like(self, name: str, pair: Pair) -> np.ndarray:

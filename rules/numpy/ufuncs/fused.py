@@ -67,7 +67,7 @@ class FusedUnary(Pooled):
                 return self._cast(x, dt)
         if X.ndim == 0:
             return self._scalar(x)
-        pair, free = self._take(X, X.shape, X.dtype)
+        pair, free = self._take((X,), X.shape, X.dtype)
         y = pair.y
         self.uf(X, out=y)
         state = [pair]
@@ -99,7 +99,7 @@ class FusedUnary(Pooled):
         The cast x and its cotangent live in a pooled pair of their own until the pullback.
         """
         X = x.x
-        xc, free_x = self._take(X, X.shape, dt)
+        xc, free_x = self._take((X,), X.shape, dt)
         np.copyto(xc.y, X, casting="unsafe")
         inner = CoDual(xc.y, None if x.dx is None else xc.g)
         y, pb = self(CoDual(self.uf, NO_F), inner)
@@ -117,7 +117,7 @@ class FusedUnary(Pooled):
     def _scalar(self, x: CoDual) -> tuple[CoDual, Any]:
         """A 0-d array in gives a numpy scalar out, as numpy does; its cotangent is `dy`."""
         X1 = x.x.reshape(1)  # (a reshape of a 0-d array, x̄'s below too, is always a view)
-        pair, free = self._take(None, (1,), x.x.dtype)
+        pair, free = self._take((), (1,), x.x.dtype)
         self.uf(X1, out=pair.y)
 
         def fused_scalar_pullback(dy: Any) -> tuple[Any, Any]:
@@ -158,7 +158,7 @@ class FusedBinary(Pooled):
     def _with_scalar(self, x: CoDual, c: CoDual, x_first: bool) -> tuple[CoDual, Any]:
         """y = x ∘ c (`x_first`) or c ∘ x for an array x and a scalar c."""
         X, C = x.x, c.x
-        pair, free = self._take(X, X.shape, X.dtype)
+        pair, free = self._take((X,), X.shape, X.dtype)
         y = pair.y
         kernel = self.kernels.scalar_right if x_first else self.kernels.scalar_left
         if x_first and self.uf is np.power and C == 2:
@@ -203,15 +203,14 @@ class FusedBinary(Pooled):
         A, B = a.x, b.x
         sa, sb = A.shape, B.shape
         if sa == sb:
-            pair, free = self._take(A, sa, A.dtype)
+            pair, free = self._take((A, B), sa, A.dtype)
         else:
             shape = self._shapes.get((sa, sb))
             if shape is None:
                 if len(self._shapes) > 64:
                     self._shapes.clear()
                 shape = self._shapes[sa, sb] = broadcast_shape(sa, sb)
-            like = A if sa == shape else B if sb == shape else None
-            pair, free = self._take(like, shape, A.dtype)
+            pair, free = self._take((A, B), shape, A.dtype)
         y, g = pair.y, pair.g
         self.uf(A, B, out=y)
         state = [pair]

@@ -394,7 +394,10 @@ _OVERLAPPING: dict[str, Any] = {
     "sgemm c=a": lambda A: rules.blas.sgemm(1.0, (S := A.astype(np.float32)), S, 1.0, S, 0, 0, 1),
     "dsyrk c=a": lambda A: rules.blas.dsyrk(1.0, A, 0.5, A, overwrite_c=1),
     "dtrmm b=a": lambda A: rules.blas.dtrmm(1.0, A, A, overwrite_b=1),
-    "dtrsm b=a": lambda A: rules.blas.dtrsm(1.0, (T := A + 3 * np.eye(3)), T, overwrite_b=1),
+    # (an F-ordered eye: numpy lays out F + C as C, which f2py would copy, so no overlap)
+    "dtrsm b=a": lambda A: rules.blas.dtrsm(
+        1.0, (T := A + 3 * np.eye(3, order="F")), T, overwrite_b=1
+    ),
     "dgemv y=x": lambda A: rules.blas.dgemv(1.0, _F, (v := A[:, 0] * 1.0), 0.5, v, overwrite_y=1),
     "dgemv y in a": lambda A: rules.blas.dgemv(1.0, A, _F[0], 0.5, A[:, 0], overwrite_y=1),
     "dger a, x": lambda A: rules.blas.dger(1.0, A[:, 0], _F[0], a=A, overwrite_a=1),

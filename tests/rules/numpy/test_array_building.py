@@ -56,7 +56,10 @@ def test_building_with_numpy_constructors_raises_naming_np_stack(case: str) -> N
     refused, _ = CASES[case]
     with pytest.raises(rulekit.TracingError, match=re.escape("np.stack([a, b])")) as info:
         rulekit.grad(_weighted(refused))(np.array([0.5, -1.0, 2.0]))
-    assert "gradient" in str(info.value)  # ... and says why: the gradient would be lost
+    msg = str(info.value)  # the fix first (np.stack, np.concatenate), then why
+    fix = msg.index("Fix:")
+    assert msg.index("np.stack(", fix) < msg.index("Why:", fix) < msg.index("gradient", fix)
+    assert "np.concatenate(" in msg
 
 
 @pytest.mark.parametrize("case", list(CASES))
