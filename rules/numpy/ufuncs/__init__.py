@@ -22,3 +22,4 @@ from rules.numpy.ufuncs import scalar as scalar
 from rules.numpy.ufuncs import fused as fused
 from rules.numpy.ufuncs import inplace as inplace  # `out=` forms of + − · / (`z += w`) in one pass
 from rules.numpy.ufuncs import methods as methods  # reduce, accumulate, outer, reduceat
+from rules.numpy.ufuncs import folds as folds  # reduce/accumulate of the other binary ufuncs
