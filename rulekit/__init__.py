@@ -1,12 +1,13 @@
 """rulekit: a rule system for reverse-mode AD of NumPy, SciPy and BLAS code.
 
 The public surface, grouped as the layers underneath it: tangents → registry →
-stateful rules → engine, then the errors (docs/concepts.md explains each).
+stateful rules → declaring rules → engine, then the errors (docs/concepts.md explains
+each; docs/architecture.md shows the modules).
 The bundled rules (the `rules` package) load by themselves, through the
 `rulekit.rules` entry point, before the first rule lookup.
 """
 
-# -- tangents and CoDual: a primal value, its fdata and rdata -------------------------
+# -- tangents and CoDual: a primal value, its fdata and rdata; cotangent helpers -------
 from rulekit._codual import CoDual as CoDual
 from rulekit._codual import zero_codual as zero_codual
 from rulekit._cotangents import accumulate as accumulate
