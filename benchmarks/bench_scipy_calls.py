@@ -4,7 +4,7 @@ Run:
 
     python benchmarks/bench_scipy_calls.py [--number N] [--repeat R]
 
-`import rules` replaces e.g. `scipy.linalg.cholesky` by a routed function that calls
+Loading the SciPy rules replaces e.g. `scipy.linalg.cholesky` by a routed function that calls
 SciPy's own on plain values (rules/scipy/_routing.py). Each row times the routed name
 and SciPy's original function on the same small input, interleaved in one run (best of
 R repeats of N calls, µs per call), and reports the difference and the ratio: the
@@ -24,8 +24,10 @@ import scipy.linalg.blas
 import scipy.special
 import scipy.stats
 
-import rules  # noqa: F401  (routes SciPy's names)
+import rulekit
 from rules.scipy._routing import original
+
+rulekit.registry.load_all()  # (the SciPy parts load, and route SciPy's names, now)
 
 _K = np.eye(4) * 4.0 + 0.1
 _V = np.linspace(-1.0, 1.0, 10)
@@ -51,6 +53,7 @@ def main() -> None:
     print(f"{'call':<32} {'scipy µs':>9} {'routed µs':>10} {'+µs':>6} {'ratio':>6}")
     for name, (routed, args) in CASES.items():
         plain = original(routed)
+        assert plain is not routed, f"{name} is not routed"
         t_plain = t_routed = float("inf")
         for _ in range(3):  # interleaved rounds: noise hits both alike
             t_plain = min(t_plain, _best(plain, args, a.number, a.repeat))
