@@ -47,6 +47,30 @@ def _routed(prim: Primitive) -> Callable[..., Any]:
     return routed
 
 
+def _route(
+    owner: Any,
+    wrappers: Iterable[tuple[str, Any]],
+    replacement: Callable[[Primitive, Any], Callable[..., Any] | None],
+) -> list[str]:
+    """Set `owner.<name>` to `replacement(prim, current)` for each `(name, prim)` whose
+    `rulekit.primitive` wrapper matches what `owner.<name>` holds (`replacement` returns
+    None when it does not). Names already routed to `prim` count as routed (importing
+    twice changes nothing). Returns the names routed."""
+    done = []
+    for name, prim in wrappers:
+        if not isinstance(prim, Primitive):
+            continue
+        current = getattr(owner, name, None)
+        if getattr(current, "__rulekit_primitive__", None) is not prim:
+            fn = replacement(prim, current)
+            if fn is None:
+                continue
+            setattr(owner, name, fn)
+            _ROUTED[(id(owner), name)] = fn
+        done.append(name)
+    return done
+
+
 def route_module(module: ModuleType, wrappers: Iterable[tuple[str, Any]]) -> list[str]:
     """Replace `module.<name>` by a routed function for each `(name, wrapper)` whose
     wrapper is a `rulekit.primitive` of exactly the function `module.<name>` holds.
@@ -54,21 +78,9 @@ def route_module(module: ModuleType, wrappers: Iterable[tuple[str, Any]]) -> lis
     Names whose SciPy function differs from the wrapped one (another SciPy version,
     a name rebound by the user) are left alone. Returns the names routed.
     """
-    done = []
-    for name, prim in wrappers:
-        if not isinstance(prim, Primitive):
-            continue
-        current = getattr(module, name, None)
-        if getattr(current, "__rulekit_primitive__", None) is prim:
-            done.append(name)  # (already routed: importing twice changes nothing)
-            continue
-        if current is not prim.fn:
-            continue
-        fn = _routed(prim)
-        setattr(module, name, fn)
-        _ROUTED[(id(module), name)] = fn
-        done.append(name)
-    return done
+    return _route(
+        module, wrappers, lambda prim, current: _routed(prim) if current is prim.fn else None
+    )
 
 
 def route_methods(obj: Any, wrappers: Iterable[tuple[str, Any]]) -> list[str]:
@@ -79,24 +91,16 @@ def route_methods(obj: Any, wrappers: Iterable[tuple[str, Any]]) -> list[str]:
     on other instances (a frozen `norm(loc, scale)` makes its own) run the original
     method. The instance itself is unchanged, so it pickles and copies as before.
     """
-    cls = type(obj)
-    done = []
-    for name, prim in wrappers:
-        if not isinstance(prim, Primitive):
-            continue
-        current = getattr(cls, name, None)
-        if getattr(current, "__rulekit_primitive__", None) is prim:
-            done.append(name)
-            continue
-        if getattr(prim.fn, "__self__", None) is not obj:
-            continue
-        if getattr(prim.fn, "__func__", None) is not current or current is None:
-            continue
-        method = _routed_method(obj, prim, current)
-        setattr(cls, name, method)
-        _ROUTED[(id(cls), name)] = method
-        done.append(name)
-    return done
+
+    def replacement(prim: Primitive, current: Any) -> Callable[..., Any] | None:
+        bound = prim.fn
+        if current is None or getattr(bound, "__self__", None) is not obj:
+            return None
+        if getattr(bound, "__func__", None) is not current:
+            return None
+        return _routed_method(obj, prim, current)
+
+    return _route(type(obj), wrappers, replacement)
 
 
 def _routed_method(obj: Any, prim: Primitive, method: Callable[..., Any]) -> Callable[..., Any]:
