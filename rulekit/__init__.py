@@ -84,6 +84,7 @@ from rulekit._errors import MissingRuleError as MissingRuleError
 from rulekit._errors import RulekitError as RulekitError
 from rulekit._errors import RulePackageError as RulePackageError
 from rulekit._errors import RuleRegistrationError as RuleRegistrationError
+from rulekit._errors import RetraceWarning as RetraceWarning
 from rulekit._errors import RuleRegistrationWarning as RuleRegistrationWarning
 from rulekit._errors import SubclassError as SubclassError
 from rulekit._errors import TangentError as TangentError

@@ -10,6 +10,8 @@ from typing import Any
 import numpy as np
 
 from rulekit._codual import CoDual
+from rulekit._engine._compiled import CompiledTracer, track_input
+from rulekit._engine._guards import entry_key
 from rulekit._engine._tape import Tape
 from rulekit._engine._trace import Tracer, describe, is_active_leaf, output_codual, untrace
 from rulekit._engine._traced import Traced
@@ -158,6 +160,7 @@ class ValueAndGrad:
         argnums: int | Sequence[int] = 0,
         has_aux: bool = False,
         copy: bool = True,
+        compile: bool = False,
     ) -> None:
         if not callable(f):
             raise TypeError(f"value_and_grad expects a callable, got {f!r}")
@@ -165,7 +168,10 @@ class ValueAndGrad:
         self.argnums = argnums
         self.has_aux = has_aux
         self.copy = copy
-        self.tracer = Tracer(f)
+        self.compile = compile
+        self.tracer = CompiledTracer(f) if compile else Tracer(f)
+        if isinstance(self.tracer, CompiledTracer):
+            self.tracer.no_user_code_before_pullbacks()
         self.buffers = _GradBuffers(reuse=not copy)
         self._value_buf: np.ndarray | None = None
         self._nums: dict[int, tuple[int, ...]] = {}  # argnums, normalised per number of args
@@ -187,14 +193,28 @@ class ValueAndGrad:
             x = args[i]
             if not (type(x) is np.ndarray and x.dtype.kind in "fc"):  # (the common case)
                 _check_differentiable(x, f"argument {i} of {fname}")
-        tape = self.tracer.new_tape()
-        targs = list(args)
-        dxs: dict[int, Any] = {}
-        for i in nums:
-            x = _own_layout(args[i])
-            dxs[i] = self.buffers.fdata(x, i)
-            targs[i] = self.tracer.wrap(x, dxs[i], tape)
-        out = self.tracer.forward(targs, kwargs, tape)
+
+        def prepare(tape: Tape) -> tuple[list[Any], dict[str, Any], dict[int, Any]]:
+            targs = list(args)
+            dxs: dict[int, Any] = {}
+            for i in nums:
+                x = _own_layout(args[i])
+                dxs[i] = self.buffers.fdata(x, i)
+                targs[i] = self.tracer.wrap(x, dxs[i], tape)
+            if not tape.tracking:
+                return targs, kwargs, dxs
+            targs = [a if i in dxs else track_input(a, tape) for i, a in enumerate(targs)]
+            return targs, {k: track_input(v, tape) for k, v in kwargs.items()}, dxs
+
+        tracer = self.tracer
+        if isinstance(tracer, CompiledTracer):
+            keep: list[Any] = []
+            key = entry_key(args, kwargs, nums, keep)
+            out, tape, (targs, _, dxs) = tracer.run(key, keep, prepare)
+        else:
+            tape = tracer.new_tape()
+            targs, _, dxs = prepare(tape)
+            out = tracer.forward(targs, kwargs, tape)
         aux = None
         if self.has_aux:
             if not (isinstance(out, tuple) and len(out) == 2):
@@ -245,19 +265,24 @@ def value_and_grad(
     argnums: int | Sequence[int] = 0,
     has_aux: bool = False,
     copy: bool = True,
+    compile: bool = False,
 ) -> ValueAndGrad:
     """Return a callable computing `(f(*args), ∇f)` w.r.t. the arguments in `argnums`.
 
     JAX conventions: an int `argnums` gives one gradient, a tuple gives a tuple;
     `has_aux=True` expects `f` to return `(value, aux)` and returns
     `((value, aux), grads)`. Gradients have the structure of their argument.
+    `compile=True` records the trace on the first call and replays it on later calls
+    while its guards hold (docs/compiled-replay.md).
     """
-    return ValueAndGrad(f, argnums=argnums, has_aux=has_aux, copy=copy)
+    return ValueAndGrad(f, argnums=argnums, has_aux=has_aux, copy=copy, compile=compile)
 
 
-def grad(f: Callable[..., Any], argnums: int | Sequence[int] = 0) -> Callable[..., Any]:
+def grad(
+    f: Callable[..., Any], argnums: int | Sequence[int] = 0, compile: bool = False
+) -> Callable[..., Any]:
     """Return a callable computing only the gradient of scalar-valued `f`."""
-    vg = ValueAndGrad(f, argnums=argnums)
+    vg = ValueAndGrad(f, argnums=argnums, compile=compile)
 
     def gradient(*args: Any, **kwargs: Any) -> Any:
         return vg(*args, **kwargs)[1]
@@ -308,16 +333,33 @@ class DerivedRule:
     call position are kept and reused, as in `value_and_grad`.
     """
 
-    def __init__(self, f: Callable[..., Any]) -> None:
+    def __init__(self, f: Callable[..., Any], compile: bool = False) -> None:
         self.f = f
-        self.tracer = Tracer(f)
+        self.compile = compile
+        self.tracer = CompiledTracer(f) if compile else Tracer(f)
 
     def __call__(self, fc: CoDual, *args: CoDual, **kwargs: Any) -> tuple[CoDual, Any]:
-        tape = self.tracer.new_tape()
-        targs = [self.tracer.wrap(a.x, a.dx, tape) for a in args]
-        out = self.tracer.forward(targs, kwargs, tape)
-        y = output_codual(out)
         tracer = self.tracer
+
+        def prepare(tape: Tape) -> tuple[list[Any], dict[str, Any]]:
+            if not tape.tracking:
+                return [tracer.wrap(a.x, a.dx, tape) for a in args], kwargs
+            targs = [
+                track_input(a.x, tape) if a.dx is None else tracer.wrap(a.x, a.dx, tape)
+                for a in args
+            ]
+            return targs, {k: track_input(v, tape) for k, v in kwargs.items()}
+
+        if isinstance(tracer, CompiledTracer):
+            keep: list[Any] = []
+            nums = tuple(i for i, a in enumerate(args) if a.dx is not None)
+            key = entry_key(tuple(a.x for a in args), kwargs, nums, keep)
+            out, tape, (targs, _) = tracer.run(key, keep, prepare)
+        else:
+            tape = tracer.new_tape()
+            targs, _ = prepare(tape)
+            out = tracer.forward(targs, kwargs, tape)
+        y = output_codual(out)
 
         def derived_pullback(dy: Any) -> tuple[Any, ...]:
             tracer.seed(out, dy, tape)
@@ -334,11 +376,11 @@ class DerivedRule:
 
         The cached rules of this one hold buffers and a tracer, which are not copied: a
         copy that shared or duplicated them mid-use could restore stale state."""
-        return DerivedRule(self.f)
+        return DerivedRule(self.f, compile=self.compile)
 
     def __copy__(self) -> DerivedRule:
         """As `__deepcopy__`: a derived rule has no state a copy could share safely."""
-        return DerivedRule(self.f)
+        return DerivedRule(self.f, compile=self.compile)
 
     def __repr__(self) -> str:
         return f"DerivedRule({getattr(self.f, '__qualname__', self.f)})"

@@ -50,6 +50,10 @@ class RuleRegistrationWarning(UserWarning):
     """A rule was registered where traced calls cannot reach it (e.g. a plain Python function)."""
 
 
+class RetraceWarning(UserWarning):
+    """A function compiled with `compile=True` is traced again on every call (never replayed)."""
+
+
 def untraced_write_error(what: str) -> TracingError:
     """The refusal for writing a traced value into an untraced array (`what` did it).
 

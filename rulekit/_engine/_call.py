@@ -28,6 +28,7 @@ from rulekit._codual import CoDual
 from rulekit._engine._state import foreign_trace_error, trace_state
 from rulekit._engine._tape import ListSlots, Record, Site, Tape
 from rulekit._engine._traced import Traced, TracedArray, TracedScalar
+from rulekit._engine._tracked import primal_call, track
 from rulekit._errors import (
     MissingRuleError,
     TracingError,
@@ -78,6 +79,9 @@ def _arg(a: Any, tape: Tape, reads: list[int]) -> tuple[CoDual, Any]:
     return CoDual(constant(a, tape), None), None
 
 
+_NESTED = (np.ndarray, tuple, list)
+
+
 def constant(a: Any, tape: Tape) -> Any:
     """A constant argument as a rule receives it: arrays snapshotted (`Tape.freeze`),
     also inside tuples and lists (index tuples); ndarray subclasses refused."""
@@ -86,8 +90,13 @@ def constant(a: Any, tape: Tape) -> Any:
         return tape.freeze(a)
     if isinstance(a, np.ndarray):
         raise subclass_error(a, "a constant operand")
-    if (t is tuple or t is list) and any(isinstance(e, (np.ndarray, tuple, list)) for e in a):
+    if (t is tuple or t is list) and any(
+        isinstance(e, _NESTED) or (isinstance(e, Traced) and e.tracked) for e in a
+    ):
         return t(constant(e, tape) for e in a)
+    if isinstance(a, Traced) and a.tracked and a.tape is tape:  # (compiled: no derivative)
+        v = a.cd.x
+        return tape.freeze(v) if type(v) is np.ndarray else v
     if isinstance(a, Traced):  # (a traced value nested deeper than _arg looks)
         raise (
             foreign_trace_error(a.tape)
@@ -151,7 +160,8 @@ def _kwargs(
             if o.tape is not tape:
                 raise foreign_trace_error(o.tape)
             out_t = o
-            reads.append(o.slot)
+            if not o.tracked:
+                reads.append(o.slot)
             ckw[k] = (o.cd,) if tv is tuple else o.cd
         elif tv is TracedArray or tv is TracedScalar:
             if v.tape is not tape:
@@ -210,8 +220,14 @@ def traced_call(
         cds.append(cd)
         primals.append(cd.x)
     out_t = None
+    kw0 = kwargs
     if kwargs:
         kwargs, out_t = _kwargs(f, kwargs, tape, reads)
+    if tape.tracking:  # (compiled tracing: values without derivative are tracked)
+        if not reads:  # no argument is active: the call has no derivative
+            return primal_call(tape, f, args, kw0)
+        if out_t is not None and out_t.tracked:
+            raise _out_error(f)
 
     out_x = None if out_t is None else out_t.cd.x
     try:
@@ -248,19 +264,24 @@ def traced_call(
     if kwargs:  # (traced keyword arguments, e.g. BLAS's c=, take part in aliasing checks)
         cds = cds + [v for v in kwargs.values() if isinstance(v, CoDual)]
     x = y.x
+    result: Any
     if out_t is not None and x is out_t.cd.x:
         rec = Record(f, site, pullback, None, in_slots, reads, (out_t.slot,), cds, y)
-        tape.records.append(rec)
-        return out_t
-    if type(x) is np.ndarray and type(y.dx) is np.ndarray:  # a traced array: the common case
-        slot = len(tape.rdata)
-        tape.rdata.append(None)
-        result: Any = TracedArray(y, tape, slot, False)
-        out_slot: Any = None
-        writes: tuple[int, ...] = (slot,)
+        result = out_t
     else:
-        result, out_slot, writes = wrap_output(tape, y)
-    tape.records.append(Record(f, site, pullback, out_slot, in_slots, reads, writes, cds, y))
+        out_slot: Any
+        writes: tuple[int, ...]
+        if type(x) is np.ndarray and type(y.dx) is np.ndarray:  # a traced array: the common case
+            slot = len(tape.rdata)
+            tape.rdata.append(None)
+            result = TracedArray(y, tape, slot, False)
+            out_slot, writes = None, (slot,)
+        else:
+            result, out_slot, writes = wrap_output(tape, y)
+        rec = Record(f, site, pullback, out_slot, in_slots, reads, writes, cds, y)
+    tape.records.append(rec)
+    if tape.program is not None:  # (compiled tracing: the call, as a step to replay)
+        tape.program.call(pos, traced_call, f, args, kw0, result, rec)
     return result
 
 
@@ -296,6 +317,8 @@ def wrap_output(tape: Tape, y: CoDual) -> tuple[Any, Any, tuple[int, ...]]:
     tx = type(x)
     if tx is not np.ndarray and isinstance(x, np.ndarray):
         raise subclass_error(x, "the output of a rule")
+    if tape.tracking and (dx is None or (tx is np.ndarray and type(dx) is not np.ndarray)):
+        return track(tape, x, {}), None, ()  # (compiled tracing: recomputed by a replay)
     if tx is np.ndarray:
         if dx is None or type(dx) is not np.ndarray:
             return x, None, ()
@@ -328,3 +351,4 @@ class CallTape(Tape):
     __slots__ = ()
 
     call = traced_call
+    primal = primal_call

@@ -158,7 +158,18 @@ class Tape:
     is the engine's `traced_call`. This class is the data and the reverse pass.
     """
 
-    __slots__ = ("consts", "live", "nconst", "pos", "rdata", "records", "release_to", "sites")
+    __slots__ = (
+        "consts",
+        "live",
+        "nconst",
+        "pos",
+        "program",
+        "rdata",
+        "records",
+        "release_to",
+        "sites",
+        "tracking",
+    )
 
     def __init__(self, sites: list[Site], free_pools: list[ConstantPool] | None = None) -> None:
         self.records: list[Record] = []
@@ -169,6 +180,11 @@ class Tape:
         self.consts = free_pools.pop() if free_pools else ConstantPool()
         self.nconst = 0
         self.live: set[int] | None = None  # the output's slots, once seeded (see `reverse`)
+        # Compiled replay (rulekit._engine._compiled): with `tracking`, values computed from
+        # traced ones without a derivative stay traced (`Tracked`), so a replay recomputes
+        # them; `program` is the Program being recorded (None: not recording).
+        self.tracking = False
+        self.program: Any = None
 
     def new_slot(self, rdata0: Any = None) -> int:
         """A new slot (a traced value's number on this tape), with initial rdata `rdata0`."""
@@ -183,6 +199,10 @@ class Tape:
         fallback: Callable[[], Any] | None = None,
     ) -> Any:
         """Record the call `f(*args, **kwargs)` and return its traced result (`CallTape`)."""
+        raise NotImplementedError("a Tape records calls only as a CallTape")
+
+    def primal(self, f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """Run `f`, which has no derivative, on the primal values of `args` (`CallTape`)."""
         raise NotImplementedError("a Tape records calls only as a CallTape")
 
     # -- constants are snapshotted while traced -----------------------------

@@ -52,9 +52,10 @@ class Tracer:
         """A tape for one evaluation, sharing this tracer's call sites and constant pools."""
         return CallTape(self.sites, self.free_pools)
 
-    def reset_rules(self) -> None:
-        """Drop saved state of every stateful rule (after an abandoned or failed pass)."""
-        for site in self.sites:
+    def reset_rules(self, sites: list[Site] | None = None) -> None:
+        """Drop saved state of every stateful rule (after an abandoned or failed pass) of
+        this tracer, or of the call `sites` given (a compiled trace's)."""
+        for site in self.sites if sites is None else sites:
             if isinstance(site.rule, StatefulRRule):
                 site.rule.reset()
 
@@ -111,7 +112,7 @@ class Tracer:
             out = self.f(*targs, **kwargs)
         except BaseException as e:
             tape.unwind()
-            self.reset_rules()
+            self.reset_rules(tape.sites)
             hidden = _hidden_refusal(e, state.refusals[n_refused:])
             if hidden is None:
                 raise
@@ -126,7 +127,7 @@ class Tracer:
             del state.refusals[n_refused:]
         if swallowed:  # f returned although a refusal was raised in it: someone caught it
             tape.unwind()
-            self.reset_rules()
+            self.reset_rules(tape.sites)
             raise TracingError(
                 f"{swallowed[0]}\n(This error was raised inside the traced function and "
                 "caught there, by its code or a library it called, which then went on "
@@ -145,13 +146,15 @@ class Tracer:
             _check_cotangent(out, dy, "dy")
         except TypeError:
             tape.unwind()
-            self.reset_rules()
+            self.reset_rules(tape.sites)
             raise
         self._seed(out, dy, tape)
         tape.live = _traced_slots(out, set())
 
     def _seed(self, out: Any, dy: Any, tape: Tape) -> None:
         if isinstance(out, Traced):
+            if out.tracked:  # (no derivative: its cotangent goes nowhere)
+                return
             if out.scalar:
                 cur = tape.rdata[out.slot]
                 tape.rdata[out.slot] = dy if cur is None else cur + dy
@@ -172,7 +175,7 @@ class Tracer:
             tape.reverse(tape.live)
         except BaseException:
             tape.unwind()
-            self.reset_rules()
+            self.reset_rules(tape.sites)
             raise
         finally:
             tape.release()
@@ -245,7 +248,7 @@ def describe(x: Any) -> str:
 
 def output_codual(out: Any) -> CoDual:
     """The CoDual of a traced function's output (constants get fresh zero fdata)."""
-    if isinstance(out, Traced):
+    if isinstance(out, Traced) and not out.tracked:
         return out.cd
     if isinstance(out, (tuple, list)) and any(_has_traced(o) for o in out):
         parts = [output_codual(o) for o in out]
@@ -256,6 +259,7 @@ def output_codual(out: Any) -> CoDual:
             fd = _NO_F if all(isinstance(d, NoFData) for d in dxs) else tuple(dxs)
             return CoDual(x, fd)
         return CoDual(xs, dxs)
+    out = untrace(out, copy=False)  # (values without derivative are constants)
     try:
         return CoDual(out, zero_fdata(out))
     except TypeError as e:
@@ -263,9 +267,10 @@ def output_codual(out: Any) -> CoDual:
 
 
 def _traced_slots(x: Any, into: set[int]) -> set[int]:
-    """The slots of the traced values in `x` (inside tuples, lists and dicts too)."""
+    """The slots of the active traced values in `x` (inside tuples, lists and dicts too)."""
     if isinstance(x, Traced):
-        into.add(x.slot)
+        if not x.tracked:
+            into.add(x.slot)
     elif isinstance(x, (tuple, list)):
         for e in x:
             _traced_slots(e, into)
@@ -277,7 +282,7 @@ def _traced_slots(x: Any, into: set[int]) -> set[int]:
 
 def _has_traced(x: Any) -> bool:
     if isinstance(x, Traced):
-        return True
+        return not x.tracked
     if isinstance(x, (tuple, list)):
         return any(_has_traced(e) for e in x)
     return False

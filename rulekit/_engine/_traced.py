@@ -30,7 +30,7 @@ from rulekit._engine._tape import Tape
 from rulekit._engine._wrappers import suggest_wrapper
 from rulekit._errors import TracingError, subclass_error
 
-__all__ = ["Traced", "TracedArray", "TracedScalar", "find_tape"]
+__all__ = ["Traced", "TracedArray", "TracedScalar", "find_tape", "refuse_out"]
 
 
 def _on_primals(func: Any, args: Any, kwargs: Any) -> Any:
@@ -39,14 +39,27 @@ def _on_primals(func: Any, args: Any, kwargs: Any) -> Any:
     refused = isinstance(kwargs.get("out"), Traced)  # (checked first: nothing is written)
     out = None if refused else func(*_primal(args), **_primal(kwargs))
     if refused or any(isinstance(a, Traced) and out is a.cd.x for a in args):
-        raise refuse(
-            TracingError(
-                f"{getattr(func, '__name__', func)}(..., out=...) wrote into a traced array. Fix: "
-                "drop out= and use the result (it carries no derivative); a traced array "
-                "cannot be overwritten by a function without a rule."
-            )
-        )
+        raise refuse_out(func)
     return out
+
+
+def refuse_out(func: Any) -> TracingError:
+    """The refusal for a function without derivative writing into a traced array."""
+    return refuse(
+        TracingError(
+            f"{getattr(func, '__name__', func)}(..., out=...) wrote into a traced array. Fix: "
+            "drop out= and use the result (it carries no derivative); a traced array "
+            "cannot be overwritten by a function without a rule."
+        )
+    )
+
+
+def _primal_call(t: Traced, func: Any, args: Any, kwargs: Any) -> Any:
+    """A function without derivative applied to traced `t` (and others): on the primals, or,
+    in a compiled trace, recorded so that a replay recomputes its (tracked) result."""
+    if t.tape.tracking:
+        return t.tape.primal(func, args, kwargs)
+    return _on_primals(func, args, kwargs)
 
 
 class _Fallbacks(threading.local):
@@ -81,6 +94,9 @@ class Traced(NDArrayOperatorsMixin):
 
     __slots__ = ("cd", "scalar", "slot", "tape")
     __array_priority__ = 1000
+    #: A value computed from traced ones that carries no derivative (compiled replay only:
+    #: `rulekit._engine._tracked`); its operations are recorded so that a replay recomputes it.
+    tracked = False
 
     def __init__(self, cd: CoDual, tape: Tape, slot: int, scalar: bool) -> None:
         self.cd = cd
@@ -96,7 +112,7 @@ class Traced(NDArrayOperatorsMixin):
 
     def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
         if func in PRIMAL_ONLY:  # no derivative: answer on the primal values, as numpy would
-            return _on_primals(func, args, kwargs)
+            return _primal_call(self, func, args, kwargs)
         impl = getattr(func, "_implementation", None)
         fallback = None
         running = _falling_back.running
@@ -152,8 +168,12 @@ class Traced(NDArrayOperatorsMixin):
 
     def __bool__(self) -> bool:
         # Python control flow on a traced value (`if x > 0`) is fine: the branch taken
-        # does not carry a derivative.
-        return bool(self.cd.x)
+        # does not carry a derivative. A compiled trace records the outcome as a guard.
+        b = bool(self.cd.x)
+        program = self.tape.program
+        if program is not None:
+            program.guard(self, bool, b)
+        return b
 
     # -- attributes ---------------------------------------------------------------
 
@@ -310,22 +330,22 @@ class Traced(NDArrayOperatorsMixin):
 
     # Integer-valued queries carry no derivative: answer them on the primal.
     def argmax(self, *args: Any, **kwargs: Any) -> Any:
-        return np.argmax(self.cd.x, *args, **kwargs)
+        return _primal_call(self, np.argmax, (self, *args), kwargs)
 
     def argmin(self, *args: Any, **kwargs: Any) -> Any:
-        return np.argmin(self.cd.x, *args, **kwargs)
+        return _primal_call(self, np.argmin, (self, *args), kwargs)
 
     def argsort(self, *args: Any, **kwargs: Any) -> Any:
-        return np.argsort(self.cd.x, *args, **kwargs)
+        return _primal_call(self, np.argsort, (self, *args), kwargs)
 
     def nonzero(self) -> Any:
-        return np.nonzero(self.cd.x)
+        return _primal_call(self, np.nonzero, (self,), {})
 
     def all(self, *args: Any, **kwargs: Any) -> Any:
-        return np.all(self.cd.x, *args, **kwargs)
+        return _primal_call(self, np.all, (self, *args), kwargs)
 
     def any(self, *args: Any, **kwargs: Any) -> Any:
-        return np.any(self.cd.x, *args, **kwargs)
+        return _primal_call(self, np.any, (self, *args), kwargs)
 
 
 class TracedArray(Traced):
@@ -376,7 +396,7 @@ def find_tape(values: Any) -> Tape | None:
     """The tape of the first traced value in `values` (inside lists and tuples too)."""
     for v in values:
         t = type(v)
-        if t is TracedArray or t is TracedScalar:
+        if t is TracedArray or t is TracedScalar or isinstance(v, Traced):
             return v.tape
         if (t is list or t is tuple) and v:
             tape = find_tape(v)

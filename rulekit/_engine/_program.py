@@ -1,0 +1,333 @@
+"""A recorded trace as a program: the calls to replay and the guards that keep it valid.
+
+While a compiled trace is recorded (`Tape.program` is set), every call that
+reaches a rule (`traced_call`) or runs without derivative (`primal_call`) is
+appended as a `Step`: the function, its call position (the rule it used) and
+its arguments as a *template*, with each traced value replaced by its slot.
+Every value the recording read from the data for plain Python code is appended
+as a `Guard`: `bool()` of a traced value, `int()`/`float()`/`.item()`/
+`__array__` of a tracked one (`rulekit._engine._tracked`).
+
+`Program.replay` runs the steps on a fresh tape whose inputs are the new
+arguments: each step's template is filled in with this replay's traced values,
+and the call goes through the same `traced_call` as when tracing, so the same
+rules (the program's call sites, stateful buffers included) run on the new
+values and the tape is the one tracing would have made. It checks, in order:
+
+- each guard: the value read, recomputed from this replay's values, is the
+  value the recording read;
+- each step's result signature: slots, shapes, dtypes (so a data-dependent
+  shape, `x[mask]` or `np.nonzero(x)`, that changes is caught), and the Python
+  values a call returned;
+- each constant array a step reads: still the same shape, dtype and strides
+  (its contents are read afresh, as when tracing).
+
+The first check that fails raises `GuardFailed`; the caller unwinds the tape and
+traces again.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from rulekit._codual import CoDual
+from rulekit._engine._tape import Record, Site, Tape
+from rulekit._engine._templates import Constant, collect, fill, kinds, same, signature, template
+from rulekit._engine._traced import Traced
+from rulekit._errors import TracingError
+from rulekit._functions import function_name
+
+__all__ = ["GuardFailed", "Program"]
+
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_NUMPY = os.path.dirname(os.path.abspath(np.__file__))
+
+
+class GuardFailed(Exception):
+    """A replay met a guard that does not hold: the program does not apply to these values."""
+
+
+class Step:
+    """One recorded call: `invoke(tape, f, *template filled in)` at call position `pos`."""
+
+    __slots__ = ("args", "consts", "f", "flat", "invoke", "kwargs", "pos", "sig", "single")
+
+    def __init__(
+        self,
+        pos: int | None,
+        invoke: Callable[..., Any],
+        f: Any,
+        args: Any,
+        kwargs: Any,
+        watched: set[int],
+    ) -> None:
+        self.pos = pos
+        self.invoke = invoke
+        self.f = f
+        self.consts: list[Constant] = []
+        self.args = template(args, self.consts, watched)
+        self.kwargs = template(kwargs, self.consts, watched)
+        # (the common case, filled in without recursion: positional slots and plain values)
+        self.flat = type(self.args) is tuple and not any(
+            isinstance(a, (tuple, list, dict)) for a in self.args
+        )
+        self.sig: Any = None
+        self.single: Any = None  # (slot, shape) when the result is one traced value
+
+    def __repr__(self) -> str:
+        return f"Step({function_name(self.f)} at {self.pos})"
+
+
+class Guard:
+    """A value plain code read from traced slot `k`: `conv(primal)` must equal `value`."""
+
+    __slots__ = ("conv", "k", "value", "where")
+
+    def __init__(self, k: int, conv: Callable[[Any], Any], value: Any, where: str) -> None:
+        self.k = k
+        self.conv = conv
+        self.value = value
+        self.where = where
+
+    def describe(self) -> str:
+        what = getattr(self.conv, "__name__", "a conversion")
+        return f"{what}() of a traced value at {self.where}"
+
+
+class Program:
+    """A recorded trace of one function for one input signature, replayable."""
+
+    def __init__(self, key: Any) -> None:
+        self.key = key
+        self.sites: list[Site] = []  # the rules at each call position (stateful buffers)
+        self.steps: list[Step | Guard | RuleStep] = []
+        self.output: Any = None
+        self.inputs: list[np.ndarray] = []  # non-differentiated input arrays (never written)
+        self.failed: str | None = None  # what made the last replay fail
+        self.captures: Any = None  # what f read from outside its arguments (`Captures`)
+        self.keep: list[Any] = []  # objects the entry key compares by identity, kept alive
+        self.kinds: dict[int, type] = {}  # each slot's traced class
+        self.watched: set[int] = set()  # ids of the captured arrays `captures` compares
+        self.rdata0: list[Any] = []
+        self.freeze = True  # snapshot constant arrays (False: no user code runs before the
+        # pullbacks, so nothing can overwrite them: value_and_grad's forward + reverse)
+
+    # -- recording -------------------------------------------------------------
+
+    def call(
+        self,
+        pos: int | None,
+        invoke: Callable[..., Any],
+        f: Any,
+        args: Any,
+        kwargs: Any,
+        result: Any,
+        rec: Record | None = None,
+    ) -> None:
+        """Record the call `invoke(tape, f, args, kwargs)` that returned `result` (and made
+        the tape record `rec`, for a rule call)."""
+        kinds(result, self.kinds)
+        if rec is not None:
+            lean = RuleStep.make(rec, args, kwargs, result, self.watched)
+            if lean is not None:
+                self.steps.append(lean)
+                return
+        step = Step(pos, invoke, f, args, kwargs, self.watched)
+        step.sig = signature(result)
+        if isinstance(result, Traced):
+            step.single = (result.slot, np.shape(result.cd.x))
+        self.steps.append(step)
+
+    def start(self, inputs: Any) -> None:
+        """The recording starts with the traced `inputs` (args and kwargs)."""
+        kinds(inputs, self.kinds)
+
+    def guard(self, t: Traced, conv: Callable[[Any], Any], value: Any) -> None:
+        """Record that plain code read `conv(primal of t) == value`."""
+        kept = value.copy() if isinstance(value, np.ndarray) else value
+        self.steps.append(Guard(t.slot, conv, kept, _where()))
+
+    def check_write(self, f: Any, dst: Any) -> None:
+        """Refuse a write into a non-differentiated input: a replay that failed a guard
+        after it, and the retrace, would apply it twice."""
+        d = dst.cd.x if isinstance(dst, Traced) else dst
+        if isinstance(d, np.ndarray) and any(np.may_share_memory(d, a) for a in self.inputs):
+            raise TracingError(
+                f"{function_name(f)} writes into a non-differentiated argument of a function "
+                "compiled with compile=True. Fix: write into a copy (`X = X.copy()` first), "
+                "or drop compile=True. (A compiled function must not change its arguments: "
+                "a replay that has to retrace part-way would change them twice.)"
+            )
+
+    def finish(self, out: Any, tape: Tape) -> None:
+        """The recording ended with `f` returning `out`."""
+        self.output = template(out, [], set())
+        self.rdata0 = list(tape.rdata)  # (each slot's initial rdata: the tape is not reversed)
+
+    # -- replaying ---------------------------------------------------------------
+
+    def replay(self, tape: Tape, inputs: Any) -> Any:
+        """Run the recorded calls on `tape`, whose traced `inputs` hold the new values.
+
+        Returns what `f` would return (traced values of this tape). Raises `GuardFailed`
+        when a guard does not hold; the tape then holds the calls made so far.
+        """
+        table: dict[int, CoDual] = {}
+        collect(inputs, table)
+        kinds = self.kinds
+        freeze = tape.freeze if self.freeze else None
+        for step in self.steps:
+            if isinstance(step, RuleStep):
+                if not step.run(tape, table, freeze):
+                    self._fail(step)
+                continue
+            if isinstance(step, Guard):
+                if not same(step.conv(table[step.k].x), step.value):
+                    self.failed = step.describe()
+                    raise GuardFailed(self.failed)
+                continue
+            for c in step.consts:
+                if not c.holds():
+                    self.failed = _changed_constant(step.f)
+                    raise GuardFailed(self.failed)
+            if step.pos is not None:
+                tape.pos = step.pos
+            args = fill(step.args, table, tape, kinds)
+            kwargs = fill(step.kwargs, table, tape, kinds) if step.kwargs else step.kwargs
+            res = step.invoke(tape, step.f, args, kwargs)
+            single = step.single
+            if single is not None and isinstance(res, Traced):  # (the common case)
+                if res.slot != single[0] or np.shape(res.cd.x) != single[1]:
+                    self._fail(step)
+                table[res.slot] = res.cd
+                continue
+            if not same(signature(res), step.sig):
+                self._fail(step)
+            collect(res, table)
+        return fill(self.output, table, tape, kinds, copy=True)
+
+    def _fail(self, step: Any) -> None:
+        self.failed = f"the result of {function_name(step.f)} (its shape or value)"
+        raise GuardFailed(self.failed)
+
+
+class RuleStep:
+    """A rule call replayed without the engine's argument handling (the common case).
+
+    Its arguments are traced values, constant arrays and plain values, its keywords
+    plain values or `out=` a traced array, and its result one traced value (or the
+    `out=` array). The record's bookkeeping (slots read and written, scalar inputs) is
+    the recording's; only the CoDuals, the pullback and the output are new.
+    """
+
+    __slots__ = ("f", "in_slots", "k", "kwspec", "out_slot", "reads", "shape", "site",
+                 "spec", "writes")  # fmt: skip
+
+    def __init__(
+        self, rec: Record, spec: list[tuple[Any, Any]], kwspec: dict[str, Any], k: int | None
+    ) -> None:
+        self.f, self.site, self.spec, self.kwspec, self.k = rec.f, rec.site, spec, kwspec, k
+        self.out_slot, self.in_slots = rec.out_slot, rec.in_slots
+        self.reads, self.writes = rec.reads, rec.writes
+        self.shape = np.shape(rec.y.x)
+
+    @staticmethod
+    def make(
+        rec: Record, args: Any, kwargs: Any, result: Any, watched: set[int]
+    ) -> RuleStep | None:
+        """The lean form of the call `rec`, or None if it does not have the common form."""
+        if type(args) is not tuple:
+            return None
+        spec: list[tuple[Any, Any]] = []
+        for a in args:
+            if isinstance(a, Traced):
+                spec.append((_TRACKED if a.tracked else _ACTIVE, a.slot))
+            elif type(a) is np.ndarray:
+                spec.append((_ARRAY, Constant(a, id(a) in watched)))
+            elif isinstance(a, (tuple, list, dict, np.ndarray)):
+                return None
+            else:
+                spec.append((_PLAIN, CoDual(a, None)))
+        kwspec = {}
+        for name, v in kwargs.items():
+            if name == "out":
+                o = v[0] if type(v) is tuple and len(v) == 1 else v
+                if not isinstance(o, Traced) or o.tracked:
+                    return None
+                kwspec[name] = (_OUT_TUPLE if type(v) is tuple else _ACTIVE, o.slot)
+            elif isinstance(v, (Traced, np.ndarray, tuple, list, dict)):
+                return None
+            else:
+                kwspec[name] = (_VALUE, v)
+        k: int | None
+        if rec.y.x is None or (isinstance(result, Traced) and result.slot in rec.reads):
+            k = None  # (a mutation, or the out= array returned)
+        elif isinstance(result, Traced) and not result.tracked:
+            k = result.slot
+        else:
+            return None
+        return RuleStep(rec, spec, kwspec, k)
+
+    def run(self, tape: Tape, table: dict[int, CoDual], freeze: Any) -> bool:
+        """Call the rule on this replay's values; False if the result's shape differs."""
+        cds = []
+        for kind, v in self.spec:
+            if kind is _ACTIVE:
+                cds.append(table[v])
+            elif kind is _PLAIN:
+                cds.append(v)
+            elif kind is _ARRAY:
+                if not v.holds():
+                    raise GuardFailed(_changed_constant(self.f))
+                a = v.a
+                cds.append(CoDual(a if freeze is None else freeze(a), None))
+            else:  # (tracked: later calls may write into it, so always a snapshot)
+                x = table[v].x
+                cds.append(CoDual(tape.freeze(x) if type(x) is np.ndarray else x, None))
+        kw: dict[str, Any] = {}
+        for name, (kind, v) in self.kwspec.items():
+            if kind is _VALUE:
+                kw[name] = v
+            elif kind is _OUT_TUPLE:
+                kw[name] = (table[v],)
+            else:
+                kw[name] = table[v]
+        site = self.site
+        y, pullback = site.rule(site.fcd, *cds, **kw)
+        if kw:
+            cds = cds + [v for v in kw.values() if isinstance(v, CoDual)]
+            cds += [v[0] for v in kw.values() if type(v) is tuple]
+        tape.records.append(
+            Record(self.f, site, pullback, self.out_slot, self.in_slots, self.reads,
+                   self.writes, cds, y)
+        )  # fmt: skip
+        k = self.k
+        if k is not None:
+            if len(tape.rdata) != k:
+                return False
+            tape.rdata.append(None if self.out_slot is None else type(y.x)(0))
+            table[k] = y
+        return np.shape(y.x) == self.shape
+
+
+def _changed_constant(f: Any) -> str:
+    return f"a constant array read by {function_name(f)} (its shape, layout or contents)"
+
+
+_ACTIVE, _TRACKED, _ARRAY, _PLAIN, _VALUE, _OUT_TUPLE = (object() for _ in range(6))
+
+
+def _where() -> str:
+    """The user's file and line that made the trace read a value (for messages)."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if not name.startswith((_PACKAGE, _NUMPY)):
+            return f"{name}:{frame.f_lineno}"
+        frame = frame.f_back  # type: ignore[assignment]
+    return "an unknown place"
