@@ -72,19 +72,24 @@ from rulekit._api import build_rrule as build_rrule
 from rulekit._api import grad as grad
 from rulekit._api import value_and_grad as value_and_grad
 from rulekit._api import value_and_pullback as value_and_pullback
+from rulekit._checkpoint import checkpoint as checkpoint
+from rulekit._derived import DerivedRules as DerivedRules
 from rulekit._engine._primal_only import PRIMAL_ONLY as PRIMAL_ONLY
 from rulekit._engine._primitive import Primitive as Primitive
 from rulekit._engine._primitive import primitive as primitive
 from rulekit._engine._traced import Traced as Traced
+from rulekit._lifting import Lifted as Lifted
+from rulekit._lifting import lift_closure as lift_closure
+from rulekit._scan import scan as scan
 
 # isort: split
 # -- errors: what rulekit raises on purpose --------------------------------------------
 from rulekit._errors import AmbiguousRuleError as AmbiguousRuleError
 from rulekit._errors import MissingRuleError as MissingRuleError
+from rulekit._errors import RetraceWarning as RetraceWarning
 from rulekit._errors import RulekitError as RulekitError
 from rulekit._errors import RulePackageError as RulePackageError
 from rulekit._errors import RuleRegistrationError as RuleRegistrationError
-from rulekit._errors import RetraceWarning as RetraceWarning
 from rulekit._errors import RuleRegistrationWarning as RuleRegistrationWarning
 from rulekit._errors import SubclassError as SubclassError
 from rulekit._errors import TangentError as TangentError

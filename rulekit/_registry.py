@@ -164,7 +164,10 @@ class Registry:
         out_p = None if out is None else as_pattern(out)
         if isinstance(out_p, VarargPattern):
             raise RuleRegistrationError("out= cannot be a Vararg pattern")
-        self._loader.load_pending()
+        if not (module == "rulekit" or module.startswith("rulekit.")):  # (rulekit's own
+            # rules, scan's and checkpoint's, register while `import rulekit` runs: too early
+            # for rule packages, which import rulekit)
+            self._loader.load_pending()
         reg = Registration(unwrap(f), ps, out_p, impl, kind, module, examples)
         reg.meta["importing"] = importing_module()  # (the kit finds a package's rules by it)
         entries = self._by_f.setdefault(_fkey(reg.f), [])

@@ -37,15 +37,30 @@ import numpy as np
 
 from rulekit._codual import CoDual
 from rulekit._engine._tape import Record, Site, Tape
-from rulekit._engine._templates import Constant, collect, fill, kinds, same, signature, template
+from rulekit._engine._templates import (
+    Constant,
+    collect,
+    fill,
+    kinds,
+    same,
+    signature,
+    slots_in,
+    template,
+)
 from rulekit._engine._traced import Traced
 from rulekit._errors import TracingError
 from rulekit._functions import function_name
 
-__all__ = ["GuardFailed", "Program"]
+__all__ = ["PASSES", "DirectStep", "GuardFailed", "Program", "RuleStep"]
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _NUMPY = os.path.dirname(os.path.abspath(np.__file__))
+
+
+#: Rewrites of a recorded program, run once when its recording ends (`Program.finish`):
+#: each may replace steps by equivalent `DirectStep`s. The bundled rules add one that fuses
+#: chains of elementwise calls into one compiled kernel (`rules.numpy.ufuncs.fusion`).
+PASSES: list[Callable[[Program], None]] = []
 
 
 class GuardFailed(Exception):
@@ -105,7 +120,7 @@ class Program:
     def __init__(self, key: Any) -> None:
         self.key = key
         self.sites: list[Site] = []  # the rules at each call position (stateful buffers)
-        self.steps: list[Step | Guard | RuleStep] = []
+        self.steps: list[Step | Guard | DirectStep] = []
         self.output: Any = None
         self.inputs: list[np.ndarray] = []  # non-differentiated input arrays (never written)
         self.failed: str | None = None  # what made the last replay fail
@@ -165,9 +180,27 @@ class Program:
             )
 
     def finish(self, out: Any, tape: Tape) -> None:
-        """The recording ended with `f` returning `out`."""
+        """The recording ended with `f` returning `out`: run the program passes."""
         self.output = template(out, [], set())
         self.rdata0 = list(tape.rdata)  # (each slot's initial rdata: the tape is not reversed)
+        for rewrite in PASSES:
+            rewrite(self)
+
+    def uses(self) -> dict[int, list[int]]:
+        """For each slot, the indices of the steps that read it (`len(steps)`: the output)."""
+        used: dict[int, list[int]] = {}
+        for n, step in enumerate(self.steps):
+            if isinstance(step, Guard):
+                slots = [step.k]
+            elif isinstance(step, DirectStep):
+                slots = step.read_slots()
+            else:
+                slots = slots_in((step.args, step.kwargs))
+            for k in slots:
+                used.setdefault(k, []).append(n)
+        for k in slots_in(self.output):
+            used.setdefault(k, []).append(len(self.steps))
+        return used
 
     # -- replaying ---------------------------------------------------------------
 
@@ -182,7 +215,7 @@ class Program:
         kinds = self.kinds
         freeze = tape.freeze if self.freeze else None
         for step in self.steps:
-            if isinstance(step, RuleStep):
+            if isinstance(step, DirectStep):
                 if not step.run(tape, table, freeze):
                     self._fail(step)
                 continue
@@ -216,7 +249,27 @@ class Program:
         raise GuardFailed(self.failed)
 
 
-class RuleStep:
+class DirectStep:
+    """A step that runs itself: `run(tape, table, freeze)` calls its rule(s) on the slot
+    table's CoDuals, appends the records to the tape and stores its outputs in the table;
+    False (or GuardFailed) when its result does not have the recorded shape.
+
+    `RuleStep` is one rule call; program passes (`PASSES`) may replace runs of them by
+    other direct steps, e.g. one fused kernel for a chain of elementwise calls.
+    """
+
+    __slots__ = ()
+    f: Any
+
+    def run(self, tape: Tape, table: dict[int, CoDual], freeze: Any) -> bool:
+        raise NotImplementedError
+
+    def read_slots(self) -> list[int]:
+        """The slots this step reads."""
+        raise NotImplementedError
+
+
+class RuleStep(DirectStep):
     """A rule call replayed without the engine's argument handling (the common case).
 
     Its arguments are traced values, constant arrays and plain values, its keywords
@@ -225,7 +278,7 @@ class RuleStep:
     the recording's; only the CoDuals, the pullback and the output are new.
     """
 
-    __slots__ = ("f", "in_slots", "k", "kwspec", "out_slot", "reads", "shape", "site",
+    __slots__ = ("f", "in_slots", "k", "kwspec", "meta", "out_slot", "reads", "shape", "site",
                  "spec", "writes")  # fmt: skip
 
     def __init__(
@@ -235,6 +288,8 @@ class RuleStep:
         self.out_slot, self.in_slots = rec.out_slot, rec.in_slots
         self.reads, self.writes = rec.reads, rec.writes
         self.shape = np.shape(rec.y.x)
+        # (what program passes may rely on: each operand's and the output's array type)
+        self.meta = [_meta(cd) for cd in (*rec.args[: len(spec)], rec.y)]
 
     @staticmethod
     def make(
@@ -272,6 +327,19 @@ class RuleStep:
         else:
             return None
         return RuleStep(rec, spec, kwspec, k)
+
+    def operands(self) -> list[tuple[str, Any]]:
+        """Its positional arguments: ("active", slot), ("tracked", slot), ("array", a
+        constant array) or ("value", a plain value); keywords: `self.kwspec`."""
+        names = {_ACTIVE: "active", _TRACKED: "tracked", _ARRAY: "array", _PLAIN: "value"}
+        return [
+            (names[kind], v.a if kind is _ARRAY else v.x if kind is _PLAIN else v)
+            for kind, v in self.spec
+        ]
+
+    def read_slots(self) -> list[int]:
+        slots = [v for kind, v in self.spec if kind is _ACTIVE or kind is _TRACKED]
+        return slots + [v for kind, v in self.kwspec.values() if kind is not _VALUE]
 
     def run(self, tape: Tape, table: dict[int, CoDual], freeze: Any) -> bool:
         """Call the rule on this replay's values; False if the result's shape differs."""
@@ -313,6 +381,15 @@ class RuleStep:
             tape.rdata.append(None if self.out_slot is None else type(y.x)(0))
             table[k] = y
         return np.shape(y.x) == self.shape
+
+
+def _meta(cd: CoDual) -> tuple[Any, ...] | None:
+    """(shape, dtype, whether its primal and fdata are C-contiguous arrays) of a CoDual."""
+    x, dx = cd.x, cd.dx
+    if not isinstance(x, np.ndarray):
+        return None
+    contiguous = x.flags.c_contiguous and isinstance(dx, np.ndarray) and dx.flags.c_contiguous
+    return (x.shape, x.dtype, contiguous)
 
 
 def _changed_constant(f: Any) -> str:

@@ -17,7 +17,17 @@ from rulekit._codual import CoDual
 from rulekit._engine._tape import Tape
 from rulekit._engine._traced import Traced, TracedScalar
 
-__all__ = ["Constant", "Slot", "collect", "fill", "kinds", "same", "signature", "template"]
+__all__ = [
+    "Constant",
+    "Slot",
+    "collect",
+    "fill",
+    "kinds",
+    "same",
+    "signature",
+    "slots_in",
+    "template",
+]
 
 
 class Slot:
@@ -93,6 +103,17 @@ def fill(
     if copy and isinstance(x, np.ndarray):  # (a constant returned: each call its own)
         return x.copy()
     return x
+
+
+def slots_in(x: Any) -> list[int]:
+    """The slots in template `x` (inside tuples, lists and dicts too)."""
+    if type(x) is Slot:
+        return [x.k]
+    if isinstance(x, (tuple, list)):
+        return [k for e in x for k in slots_in(e)]
+    if isinstance(x, dict):
+        return [k for e in x.values() for k in slots_in(e)]
+    return []
 
 
 def kinds(x: Any, into: dict[int, type]) -> None:

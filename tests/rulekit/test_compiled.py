@@ -103,7 +103,9 @@ def test_a_data_dependent_loop_count(rng: np.random.Generator) -> None:
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
-def test_layouts_and_dtypes_that_change_between_calls(layout: str, rng: np.random.Generator) -> None:
+def test_layouts_and_dtypes_that_change_between_calls(
+    layout: str, rng: np.random.Generator
+) -> None:
     def f(x: Any) -> Any:
         y = x * x + 1.0
         y[0] = y[-1] * 2.0

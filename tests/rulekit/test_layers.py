@@ -30,6 +30,8 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("declarations", ["rulekit._elementwise", "rulekit._linear"]),
     ("engine", ["rulekit._engine."]),
     ("api", ["rulekit._api"]),
+    ("transforms", ["rulekit._lifting", "rulekit._derived", "rulekit._scan_steps",
+                    "rulekit._scan", "rulekit._checkpoint"]),
     ("public", ["rulekit"]),
     ("cli", ["rulekit._cli", "rulekit.__main__"]),
 ]  # fmt: skip
@@ -155,7 +157,7 @@ HEADERS = {
     "rules and the dispatch registry": {"registry"},
     "stateful rules": {"stateful"},
     "declaring rules": {"declarations"},
-    "the AD engine": {"engine", "api"},
+    "the AD engine": {"engine", "api", "transforms"},
     "errors": {"errors"},
 }
 

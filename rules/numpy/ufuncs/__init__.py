@@ -23,3 +23,6 @@ from rules.numpy.ufuncs import fused as fused
 from rules.numpy.ufuncs import inplace as inplace  # `out=` forms of + − · / (`z += w`) in one pass
 from rules.numpy.ufuncs import methods as methods  # reduce, accumulate, outer, reduceat
 from rules.numpy.ufuncs import folds as folds  # reduce/accumulate of the other binary ufuncs
+
+# compiled programs (compile=True): chains of elementwise calls fused into one kernel each way
+from rules.numpy.ufuncs import fusion as fusion

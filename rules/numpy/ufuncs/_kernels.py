@@ -42,7 +42,7 @@ from typing import Any
 
 from rulekit import Elementwise
 
-__all__ = ["cache_dir", "kernels_of"]
+__all__ = ["cache_dir", "fingerprint", "kernels_of", "load_generated"]
 
 _VERSION = "1"  # bump when a template changes meaning
 
@@ -220,7 +220,7 @@ def _source(decl: Elementwise, cache: bool) -> str:
     return src + _BINARY.format(right_constants=consts)
 
 
-def _fingerprint(decl: Elementwise, src: str) -> str:
+def fingerprint(decl: Elementwise, src: str) -> str:
     """A hash of everything the compiled kernels depend on: the template, numba's version,
     and each partial's source, constants and the numeric globals it reads."""
     import numba
@@ -245,7 +245,14 @@ def _fingerprint(decl: Elementwise, src: str) -> str:
 def _load(decl: Elementwise) -> Any:
     src = _source(decl, cache=True)
     stem = "".join(c if c.isalnum() else "_" for c in decl.key)
-    name = f"rulekit_kernels_{stem}_{_fingerprint(decl, src)}"
+    name = f"rulekit_kernels_{stem}_{fingerprint(decl, src)}"
+    return load_generated(name, lambda cache: _source(decl, cache))
+
+
+def load_generated(name: str, source: Any) -> Any:
+    """Import the generated module `name` whose text is `source(cache)`: written once into
+    `cache_dir()` (numba's on-disk cache then serves later processes), or, if that is not
+    writable, compiled in memory without numba's cache. `name` must fingerprint the text."""
     try:
         d = cache_dir()
         os.makedirs(d, exist_ok=True)
@@ -253,7 +260,7 @@ def _load(decl: Elementwise) -> Any:
         if not os.path.exists(path):  # written once: numba's cache checks the file's mtime
             fd, tmp = tempfile.mkstemp(dir=d, suffix=".tmp")
             with os.fdopen(fd, "w") as f:
-                f.write(src)
+                f.write(source(True))
             os.replace(tmp, path)  # (atomic: concurrent processes see all or nothing)
         spec = importlib.util.spec_from_file_location(name, path)
         if spec is None or spec.loader is None:
@@ -265,7 +272,7 @@ def _load(decl: Elementwise) -> Any:
     except OSError:  # not writable: compile in memory, without numba's on-disk cache
         sys.modules.pop(name, None)
         mod = types.ModuleType(name)
-        exec(compile(_source(decl, cache=False), f"<{name}>", "exec"), mod.__dict__)
+        exec(compile(source(False), f"<{name}>", "exec"), mod.__dict__)
         return mod
 
 

@@ -1,0 +1,368 @@
+"""Fusing chains of elementwise calls in compiled programs into one kernel each way.
+
+A program recorded by `value_and_grad(f, compile=True)` replays one rule call per
+NumPy operation: `100 * (x[1:] - x[:-1]**2)**2 + (1 - x[:-1])**2` is seven calls
+with seven temporaries, and seven pullbacks. This pass (a program pass,
+`rulekit._engine._program.PASSES`) replaces each chain of such calls by one
+`FusedStep`: a generated numba kernel computes the chain's output in one loop
+(and, when the chain ends in `np.sum(v)`, the sum), and one reverse kernel
+recomputes the chain's values element by element (cheap temporaries recomputed,
+not stored) and accumulates every input's cotangent by the chain rule on the
+declared partials:
+
+    v_k = f_k(operands)           (forward, per element i)
+    b_k = ȳ_i;  b_j += ∂f_k/∂v_j(operands, v_k) · b_k   for k = n … 1
+    x̄_j[i] += Σ over the uses of input x_j of its b
+
+The partials are each function's declaration (`rulekit.elementwise`), inlined by
+numba, so the math is still written once. A chain is fused when:
+
+- every call is a real ufunc with an elementwise declaration, on float64 arrays of
+  one shape, C-contiguous (values and fdata), and Python or NumPy numbers, without
+  keywords; the last may be `np.sum(v)` of the whole array;
+- every value inside the chain is used only inside it (the rest of the program,
+  its guards and its output read only the chain's last value);
+- it has at least two calls, and numba compiles the kernels (a function numba
+  cannot compile is left unfused).
+
+The kernels are generated source, cached on disk like the other generated
+kernels (`rules.numpy.ufuncs._kernels`). The fused result can differ from the
+unfused one in the last bits (numba's libm vs NumPy's SIMD loops, a sequential
+sum vs NumPy's pairwise one).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import numpy as np
+
+from rulekit import CoDual, NoFData, NoRData
+from rulekit._elementwise import _DECLARED, Elementwise
+from rulekit._engine._program import PASSES, DirectStep, Program, RuleStep
+from rulekit._engine._tape import Record, Site
+from rules.numpy.ufuncs._kernels import fingerprint, load_generated
+
+__all__ = ["ENABLED", "FusedStep", "fuse"]
+
+ENABLED = [True]  # (ENABLED[0] = False turns the pass off, e.g. to measure its effect)
+_MIN_CALLS = 2
+_F64 = np.dtype(np.float64)
+#: partials that select with np.where, which allocates per element inside a kernel
+_SELECTS = frozenset([np.maximum, np.minimum, np.fmax, np.fmin, np.hypot])
+
+
+def _declarations() -> dict[Any, Elementwise]:
+    return {
+        d.fn: d
+        for d in _DECLARED.values()
+        if isinstance(d.fn, np.ufunc) and d.fn.nout == 1 and d.fn.nin == d.nargs <= 2
+    }
+
+
+class _Op:
+    """One call of a chain: its declaration and operands ("in", j), ("v", m) or ("c", n)."""
+
+    def __init__(self, decl: Elementwise | None, operands: list[tuple[str, int]]) -> None:
+        self.decl = decl  # None: the closing np.sum
+        self.operands = operands
+
+
+def _chain_op(
+    step: RuleStep,
+    decls: dict[Any, Elementwise],
+    shape: Any,
+    inputs: dict[int, int],
+    values: dict[int, int],
+    consts: list[float],
+) -> _Op | None:
+    """`step` as the next op of a chain over arrays of `shape`, or None if it cannot be."""
+    if step.kwspec or step.k is None:
+        return None
+    is_sum = step.f is np.sum
+    decl = None if is_sum else decls.get(step.f)
+    if (decl is None and not is_sum) or step.f in _SELECTS:
+        return None
+    operands: list[tuple[str, int]] = []
+    for (kind, v), meta in zip(step.operands(), step.meta, strict=False):
+        if kind == "active" and meta is not None:
+            if meta[0] != shape or meta[1] != _F64 or not meta[2]:
+                return None
+            if v in values:
+                operands.append(("v", values[v]))
+            else:
+                operands.append(("in", inputs.setdefault(v, len(inputs))))
+        elif kind == "value" and type(v) in (float, int, np.float64):
+            operands.append(("c", len(consts)))
+            consts.append(float(v))
+        else:
+            return None
+    if is_sum:
+        return _Op(None, operands) if len(operands) == 1 and operands[0][0] == "v" else None
+    if step.f is np.power and operands[1][0] != "c":
+        return None  # (its partial in the base selects with np.where: see _POWER)
+    out = step.meta[-1]
+    if out is None or out[0] != shape or out[1] != _F64:
+        return None
+    return _Op(decl, operands)
+
+
+def fuse(program: Program) -> None:
+    """Replace each fusible chain of `program`'s steps by a `FusedStep` (a program pass)."""
+    if not ENABLED[0]:
+        return
+    decls = _declarations()
+    uses = program.uses()
+    steps = program.steps
+    out: list[Any] = []
+    i = 0
+    while i < len(steps):
+        fused, n = _longest_chain(steps, i, decls, uses)
+        if fused is None:
+            out.append(steps[i])
+            i += 1
+        else:
+            out.append(fused)
+            i += n
+    program.steps = out
+
+
+def _longest_chain(
+    steps: list[Any], i: int, decls: dict[Any, Elementwise], uses: dict[int, list[int]]
+) -> tuple[FusedStep | None, int]:
+    first = steps[i]
+    if not isinstance(first, RuleStep) or first.meta[-1] is None:
+        return None, 0
+    shape = first.meta[-1][0]
+    members: list[RuleStep] = []
+    probe: tuple[dict[int, int], dict[int, int], list[float]] = ({}, {}, [])
+    for step in steps[i:]:
+        if not isinstance(step, RuleStep) or (members and members[-1].f is np.sum):
+            break
+        if step.k is None or _chain_op(step, decls, shape, *probe) is None:
+            break
+        members.append(step)
+        probe[1][step.k] = len(members) - 1
+    # the longest prefix whose inner values are used only inside it
+    while len(members) >= _MIN_CALLS:
+        end = i + len(members) - 1
+        if all(i <= u <= end for m in members[:-1] for u in uses.get(m.k, [])):  # type: ignore[arg-type]
+            break
+        members.pop()
+    if len(members) < _MIN_CALLS or all(m.f is np.sum for m in members):
+        return None, 0
+    inputs: dict[int, int] = {}  # slot → input index
+    values: dict[int, int] = {}  # slot → op index, for the chain's values
+    consts: list[float] = []
+    ops = []
+    for m in members:
+        op = _chain_op(m, decls, shape, inputs, values, consts)
+        assert op is not None and m.k is not None
+        ops.append(op)
+        values[m.k] = len(ops) - 1
+    kernels = _kernels(ops, len(inputs), consts)
+    if kernels is None:
+        return None, 0
+    slots = sorted(inputs, key=inputs.__getitem__)
+    return FusedStep(members, slots, np.array(consts or [0.0]), kernels), len(members)
+
+
+class FusedStep(DirectStep):
+    """A chain of elementwise calls (and its closing sum) replayed as one kernel each way.
+
+    Forward: y = chain(inputs) (or Σ chain(inputs)) into a kept buffer; the record's
+    pullback runs the reverse kernel: x̄ⱼ += Σ (∂ chain / ∂ xⱼ) · ȳ, element by element.
+    """
+
+    __slots__ = ("buffers", "consts", "f", "fused", "k", "kernels", "last", "site", "slots",
+                 "summed")  # fmt: skip
+
+    def __init__(
+        self, members: list[RuleStep], slots: list[int], consts: np.ndarray, kernels: Any
+    ) -> None:
+        self.fused = members
+        self.last = members[-1]
+        self.f = self.last.f
+        assert self.last.k is not None and members[0].k is not None
+        self.k: int = self.last.k
+        self.slots = slots
+        self.consts = consts
+        self.kernels = kernels
+        self.summed = self.last.f is np.sum
+        self.buffers: list[tuple[np.ndarray, np.ndarray]] = []  # (value, fdata), reused
+        self.site = Site((self, None), "fused chain", None)
+
+    def read_slots(self) -> list[int]:
+        return list(self.slots)
+
+    def run(self, tape: Any, table: dict[int, CoDual], freeze: Any) -> bool:
+        xs = [table[s] for s in self.slots]
+        for cd in xs:  # (the recording's layouts; a flattening copy would lose cotangents)
+            if not (cd.x.flags.c_contiguous and cd.dx.flags.c_contiguous):
+                return False
+        flat = [cd.x.reshape(-1) for cd in xs]
+        c = self.consts
+        shape = self.last.shape
+        k = self.k
+        first: int = self.fused[0].k  # type: ignore[assignment]
+        if len(tape.rdata) != first:
+            return False
+        kern = self.kernels
+        if self.last.out_slot is not None:  # (a scalar result: its cotangent is rdata)
+            y = np.float64(kern.forward_sum(*flat, c))
+            out: CoDual[Any] = CoDual(y, NoFData())
+
+            def fused_scalar_pullback(dy: Any) -> tuple[Any, ...]:
+                kern.reverse_sum(*flat, c, dy, *[cd.dx.reshape(-1) for cd in xs])
+                return (NoRData(),)
+
+            pullback: Any = fused_scalar_pullback
+            rdata0: Any = np.float64(0.0)
+        else:
+            if freeze is None and self.buffers:  # (forward and reverse back to back)
+                buf, dbuf = self.buffers[0]
+            else:
+                buf, dbuf = np.empty(shape), np.zeros(shape)
+                if freeze is None:
+                    self.buffers.append((buf, dbuf))
+            if self.summed:
+                buf[()] = kern.forward_sum(*flat, c)
+            else:
+                kern.forward(*flat, c, buf.reshape(-1))
+            dbuf.fill(0.0)
+            out = CoDual(buf, dbuf)
+            summed = self.summed
+
+            def fused_pullback(_: Any) -> tuple[Any, ...]:
+                dflat = [cd.dx.reshape(-1) for cd in xs]
+                if summed:
+                    kern.reverse_sum(*flat, c, dbuf[()], *dflat)
+                else:
+                    kern.reverse(*flat, c, dbuf.reshape(-1), *dflat)
+                dbuf.fill(0.0)
+                return (NoRData(),)
+
+            pullback, rdata0 = fused_pullback, None
+        reads = list(self.slots)
+        tape.records.append(
+            Record(self.f, self.site, pullback, self.last.out_slot, None, reads, (k,), xs, out)
+        )
+        tape.rdata.extend([None] * (k - first))  # (the chain's slots: one per call)
+        tape.rdata.append(rdata0)
+        table[k] = out
+        return True
+
+
+# -- kernel source ----------------------------------------------------------------------------
+
+
+def _kernels(ops: list[_Op], n_in: int, consts: list[float]) -> Any:
+    """The compiled kernels of a chain, or None if numba cannot compile them."""
+    decls = [op.decl for op in ops if op.decl is not None]
+    src_of = _source(ops, n_in, consts)
+    text = src_of(True)
+    h = hashlib.sha256(text.encode())
+    for d in decls:
+        h.update(fingerprint(d, "").encode())
+    try:
+        mod = load_generated(f"rulekit_fused_{h.hexdigest()[:20]}", src_of)
+        one = [np.full(2, 0.5) for _ in range(n_in)]
+        c = np.ones(max(1, len(consts)))
+        if ops[-1].decl is None:
+            mod.forward_sum(*one, c)
+            mod.reverse_sum(*one, c, 1.0, *[np.zeros(2) for _ in range(n_in)])
+        else:
+            mod.forward(*one, c, np.empty(2))
+            mod.reverse(*one, c, np.ones(2), *[np.zeros(2) for _ in range(n_in)])
+    except Exception:  # (a function numba cannot compile: the chain stays unfused)
+        return None
+    return mod
+
+
+def _operand(o: tuple[str, int]) -> str:
+    kind, n = o
+    return {"in": f"x{n}[i]", "v": f"v{n}", "c": f"c[{n}]"}[kind]
+
+
+def _power(op: _Op, consts: list[float]) -> tuple[str, str] | None:
+    """x ** e for a constant e: (value, derivative) expressions in `{x}`, or None.
+
+    The declared partial `np.where(b == 0, 0, b·a^(b−1))` allocates inside a kernel;
+    with e known, it is e·x^(e−1) (0 for e = 0), and x ** 2 is x·x, as NumPy computes it.
+    """
+    if op.decl is None or op.decl.fn is not np.power or op.operands[1][0] != "c":
+        return None
+    e = consts[op.operands[1][1]]
+    if e == 2.0:
+        return "{x} * {x}", "2.0 * {x}"
+    if e == 0.0:
+        return "{x} ** 0.0", "0.0"
+    return f"{{x}} ** {e!r}", f"{e!r} * {{x}} ** {e - 1.0!r}"
+
+
+def _source(ops: list[_Op], n_in: int, consts: list[float]) -> Any:
+    xs = ", ".join(f"x{j}" for j in range(n_in))
+    dxs = ", ".join(f"dx{j}" for j in range(n_in))
+    head = ['"""A fused elementwise chain, generated by rules.numpy.ufuncs.fusion."""',
+            "import numba", "from rulekit._elementwise import declaration", ""]  # fmt: skip
+    body: list[str] = []
+    for m, op in enumerate(ops):
+        if op.decl is not None:
+            head.append(f"_d{m} = declaration({op.decl.key!r})")
+            head.append(f"_f{m} = _d{m}.fn")
+            for a in range(op.decl.nargs):
+                head.append(f'_p{m}_{a} = numba.njit(inline="always")(_d{m}.derivs[{a}])')
+            power = _power(op, consts)
+            if power is not None:
+                body.append(f"v{m} = {power[0].format(x=_operand(op.operands[0]))}")
+            else:
+                body.append(f"v{m} = _f{m}({', '.join(_operand(o) for o in op.operands)})")
+    last = len(ops) - 1
+    summed = ops[-1].decl is None
+    top = ops[-1].operands[0][1] if summed else last  # (the value the chain returns)
+    value = f"v{top}"
+    loop = "    for i in range(x0.size):\n" + "".join(f"        {b}\n" for b in body)
+    rev = []  # the reverse sweep: b{m} is the cotangent of v{m}, a{j} of input j
+    rev.append(f"        b{top} = g if SUMMED else g[i]")
+    for m in range(top):
+        rev.append(f"        b{m} = 0.0")
+    for j in range(n_in):
+        rev.append(f"        a{j} = 0.0")
+    for m in range(top, -1, -1):
+        op = ops[m]
+        assert op.decl is not None
+        args = ", ".join(_operand(o) for o in op.operands)
+        power = _power(op, consts)
+        for a, (kind, n) in enumerate(op.operands):
+            if kind == "c":
+                continue
+            target = f"b{n}" if kind == "v" else f"a{n}"
+            if power is not None:
+                d = power[1].format(x=_operand(op.operands[0]))
+            else:
+                d = f"_p{m}_{a}({args}, v{m})"
+            rev.append(f"        {target} += {d} * b{m}")
+    for j in range(n_in):
+        rev.append(f"        dx{j}[i] += a{j}")
+    reverse = "\n".join(rev) + "\n"
+
+    def source(cache: bool) -> str:
+        jit = f'_jit = numba.njit(cache={cache}, nogil=True, error_model="numpy")'
+        parts = ["\n".join(head), jit, ""]
+        if summed:
+            parts += ["@_jit", f"def forward_sum({xs}, c):", "    s = 0.0",
+                      loop + f"        s += {value}", "    return s", ""]  # fmt: skip
+            parts += ["@_jit", f"def reverse_sum({xs}, c, g, {dxs}):",
+                      loop + reverse.replace("SUMMED", "True")]  # fmt: skip
+        else:
+            parts += ["@_jit", f"def forward({xs}, c, y):",
+                      loop + f"        y[i] = {value}", ""]  # fmt: skip
+            parts += ["@_jit", f"def reverse({xs}, c, g, {dxs}):",
+                      loop + reverse.replace("SUMMED", "False")]  # fmt: skip
+        return "\n".join(parts) + "\n"
+
+    return source
+
+
+PASSES.append(fuse)

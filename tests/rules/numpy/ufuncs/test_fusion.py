@@ -1,0 +1,176 @@
+"""Fused elementwise chains in compiled programs (`rules.numpy.ufuncs.fusion`).
+
+Random chains of elementwise calls (hypothesis) are compiled with fusion and checked
+on several calls against the eager engine and central finite differences; the chain
+must really be fused where the rules say it can, and left alone where it cannot
+(non-contiguous or float32 operands, values used outside the chain).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from fdcheck import fd_grad
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import rulekit
+from rules.numpy.ufuncs.fusion import ENABLED, FusedStep
+from testutils import count_allocations
+
+UNARY = [np.sin, np.cos, np.tanh, np.exp, np.log1p, np.negative, np.square, np.arctan]
+BINARY = [np.add, np.subtract, np.multiply]
+
+
+def _fused(vg: Any) -> int:
+    return sum(isinstance(s, FusedStep) for p in vg.tracer.programs for s in p.steps)
+
+
+@st.composite
+def chains(draw: Any) -> tuple[list[tuple[Any, ...]], bool]:
+    """A chain program: each step applies a unary or binary function to earlier values
+    (by index), the second operand possibly a constant; optionally closed by a sum."""
+    steps: list[tuple[Any, ...]] = []
+    for n in range(draw(st.integers(2, 9))):
+        if draw(st.booleans()):
+            steps.append(("u", draw(st.sampled_from(UNARY)), draw(st.integers(0, n))))
+        else:
+            fn = draw(st.sampled_from(BINARY))
+            a = draw(st.integers(0, n))
+            b: Any = draw(st.one_of(st.integers(0, n), st.floats(-2, 2).map(lambda v: ("c", v))))
+            steps.append(("b", fn, a, b, draw(st.booleans())))
+    if draw(st.booleans()):
+        steps.append(("pow", draw(st.sampled_from([2.0, 3.0, 0.5, 0.0])), len(steps)))
+    return steps, draw(st.booleans())
+
+
+def program(steps: list[tuple[Any, ...]], summed: bool) -> Any:
+    def f(x: Any) -> Any:
+        vals = [x * 0.5]
+        for s in steps:
+            if s[0] == "u":
+                v = s[1](vals[s[2]])
+            elif s[0] == "pow":
+                v = np.abs(vals[s[2]]) ** s[1]
+            else:
+                _, fn, a, b, flip = s
+                other = b[1] if isinstance(b, tuple) else vals[b]
+                v = fn(other, vals[a]) if flip else fn(vals[a], other)
+            vals.append(np.tanh(v) if s[0] != "u" else v)  # (bounded, so chains stay finite)
+        out = vals[-1]
+        return (
+            np.sum(out)
+            if summed
+            else np.sum(out * np.linspace(0.5, 1.5, out.size).reshape(out.shape))
+        )
+
+    return f
+
+
+@settings(max_examples=30, deadline=None)
+@given(chains(), st.sampled_from([(5,), (3, 4), (), (0, 3), (257,)]), st.integers(0, 2**31))
+def test_random_chains_agree_with_the_eager_engine_and_differences(
+    chain: Any, shape: tuple[int, ...], seed: int
+) -> None:
+    f = program(*chain)
+    rng = np.random.default_rng(seed)
+    compiled = rulekit.value_and_grad(f, compile=True)
+    eager = rulekit.value_and_grad(f)
+    for call in range(3):
+        x = rng.uniform(0.1, 1.0, shape)
+        (v, g), (v0, g0) = compiled(x), eager(x)
+        # fused kernels: numba's libm and a sequential sum, vs NumPy's SIMD loops and pairwise
+        # sums: equal up to rounding (measured ≤ 3e-15 relative here; 1e-12 leaves a margin)
+        np.testing.assert_allclose(v, v0, rtol=1e-12, atol=1e-300, err_msg=f"value, call {call}")
+        np.testing.assert_allclose(g, g0, rtol=1e-12, atol=1e-13, err_msg=f"grad, call {call}")
+        if call == 0 and x.size:
+            np.testing.assert_allclose(g, fd_grad(f, (x,), 0), rtol=1e-5, atol=1e-7)
+    if shape != ():  # (0-d operations return NumPy scalars, which are not fused)
+        assert _fused(compiled) >= 1  # (x * 0.5 and the first call at least form a chain)
+
+
+def test_a_chain_is_fused_and_fast_paths_kept(rng: np.random.Generator) -> None:
+    def rosen(x: Any) -> Any:
+        return np.sum(100.0 * (x[1:] - x[:-1] ** 2) ** 2 + (1 - x[:-1]) ** 2)
+
+    vg = rulekit.value_and_grad(rosen, compile=True)
+    for _ in range(3):
+        x = rng.standard_normal(50)
+        v, g = vg(x)
+        np.testing.assert_allclose(g, fd_grad(rosen, (x,), 0), rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(v, rosen(x), rtol=1e-13)
+    assert _fused(vg) == 2  # (x[:-1] is taken again in the middle: two chains)
+
+
+def test_values_used_outside_the_chain_split_it(rng: np.random.Generator) -> None:
+    def f(x: Any) -> Any:
+        a = np.sin(x)
+        b = np.exp(a) * 2.0
+        c = np.cos(b) + a  # (a is used again here: the first chain must end at or after a)
+        return np.sum(c * c) + np.sum(b)
+
+    vg = rulekit.value_and_grad(f, compile=True)
+    for _ in range(3):
+        x = rng.standard_normal(7)
+        np.testing.assert_allclose(vg(x)[1], fd_grad(f, (x,), 0), rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("kind", ["F", "strided", "float32", "complex"])
+def test_what_is_not_fused_stays_correct(kind: str, rng: np.random.Generator) -> None:
+    def f(x: Any) -> Any:
+        return np.sum(np.abs(np.sin(x) * 2.0 + 1.0) ** 2)
+
+    base = rng.standard_normal((4, 6))
+    x = {
+        "F": np.asfortranarray(base),
+        "strided": base[:, ::2],
+        "float32": base.astype(np.float32),
+        "complex": base + 1j * rng.standard_normal((4, 6)),
+    }[kind]
+    vg = rulekit.value_and_grad(f, compile=True)
+    eager = rulekit.value_and_grad(f)
+    for _ in range(3):
+        np.testing.assert_allclose(vg(x)[1], eager(x)[1], rtol=1e-6)
+
+
+def test_steady_state_allocates_nothing(rng: np.random.Generator) -> None:
+    def f(x: Any) -> Any:
+        y = np.sin(x) * 2.0 - np.exp(x * 0.1)
+        return np.sum(np.tanh(y) ** 2)
+
+    x = rng.standard_normal(100)
+    vg = rulekit.value_and_grad(f, compile=True, copy=False)
+    for _ in range(3):
+        vg(x)
+    assert _fused(vg) >= 1
+    assert count_allocations(lambda: vg(x)).count == 0
+
+
+def test_turned_off_the_program_is_not_fused(rng: np.random.Generator) -> None:
+    ENABLED[0] = False
+    try:
+        vg = rulekit.value_and_grad(lambda x: np.sum(np.sin(x) * 2.0), compile=True)
+        vg(rng.standard_normal(3))
+        vg(rng.standard_normal(3))
+    finally:
+        ENABLED[0] = True
+    assert _fused(vg) == 0
+
+
+def test_interleaved_derived_rule_calls_keep_their_values(rng: np.random.Generator) -> None:
+    def g(x: Any) -> Any:
+        return np.sin(x) * 2.0 + np.cos(x)
+
+    rule = rulekit.DerivedRule(g, compile=True)
+    fc = rulekit.CoDual(g, rulekit.NoFData())
+    xs = [rng.standard_normal(5) for _ in range(3)]
+    dxs = [np.zeros(5) for _ in xs]
+    outs = [rule(fc, rulekit.CoDual(x, d)) for x, d in zip(xs, dxs, strict=True)]
+    for (y, _), x in zip(outs, xs, strict=True):
+        np.testing.assert_allclose(y.x, g(x), rtol=1e-14)
+    for _, pb in reversed(outs):
+        pb(np.ones(5))
+    for x, d in zip(xs, dxs, strict=True):
+        np.testing.assert_allclose(d, 2.0 * np.cos(x) - np.sin(x), rtol=1e-13)
