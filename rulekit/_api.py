@@ -209,8 +209,8 @@ class ValueAndGrad:
         tracer = self.tracer
         if isinstance(tracer, CompiledTracer):
             keep: list[Any] = []
-            key = entry_key(args, kwargs, nums, keep)
-            out, tape, (targs, _, dxs) = tracer.run(key, keep, prepare)
+            key, arrays = entry_key(args, kwargs, nums, keep)
+            out, tape, (targs, _, dxs) = tracer.run(key, arrays, keep, prepare)
         else:
             tape = tracer.new_tape()
             targs, _, dxs = prepare(tape)
@@ -353,8 +353,8 @@ class DerivedRule:
         if isinstance(tracer, CompiledTracer):
             keep: list[Any] = []
             nums = tuple(i for i, a in enumerate(args) if a.dx is not None)
-            key = entry_key(tuple(a.x for a in args), kwargs, nums, keep)
-            out, tape, (targs, _) = tracer.run(key, keep, prepare)
+            key, arrays = entry_key(tuple(a.x for a in args), kwargs, nums, keep)
+            out, tape, (targs, _) = tracer.run(key, arrays, keep, prepare)
         else:
             tape = tracer.new_tape()
             targs, _ = prepare(tape)

@@ -28,7 +28,7 @@ import numpy as np
 
 from rulekit._codual import CoDual
 from rulekit._engine._call import CallTape
-from rulekit._engine._guards import Captures
+from rulekit._engine._guards import Captures, sharing
 from rulekit._engine._program import GuardFailed, Program
 from rulekit._engine._state import trace_state
 from rulekit._engine._tape import Tape
@@ -94,7 +94,9 @@ class CompiledTracer(Tracer):
         code can overwrite a constant array in between, so replays read them in place."""
         self.in_place_constants = True
 
-    def run(self, key: Any, keep: list[Any], prepare: Prepare) -> tuple[Any, Tape, tuple[Any, ...]]:
+    def run(
+        self, key: Any, arrays: list[np.ndarray], keep: list[Any], prepare: Prepare
+    ) -> tuple[Any, Tape, tuple[Any, ...]]:
         """Evaluate `f` for a call with entry key `key`: replay a program or trace one.
 
         `prepare(tape)` wraps this call's inputs on a new tape and returns
@@ -103,7 +105,14 @@ class CompiledTracer(Tracer):
         """
         registry.load_pending()
         reason = "its first call" if not self.programs else "a new input signature"
+        shared = None
         for program in [p for p in self.programs if p.key == key]:
+            if program.mutates:  # (a trace that writes: which inputs alias matters)
+                if shared is None:
+                    shared = sharing(arrays)
+                if shared != program.sharing:
+                    reason = "inputs that share memory differently"
+                    continue
             changed = program.captures.changed()
             if changed is not None:
                 self.programs.remove(program)  # (stale for good: its captures moved on)
@@ -121,7 +130,7 @@ class CompiledTracer(Tracer):
             self.traced_in_a_row = 0
             self.replays += 1
             return out, tape, prepared
-        return self._trace(key, keep, prepare, reason)
+        return self._trace(key, arrays, keep, prepare, reason)
 
     def _replay(self, program: Program, tape: Tape, prepared: tuple[Any, ...]) -> Any:
         state = trace_state
@@ -138,9 +147,10 @@ class CompiledTracer(Tracer):
             state.active -= 1
 
     def _trace(
-        self, key: Any, keep: list[Any], prepare: Prepare, reason: str
+        self, key: Any, arrays: list[np.ndarray], keep: list[Any], prepare: Prepare, reason: str
     ) -> tuple[Any, Tape, tuple[Any, ...]]:
         program = Program(key)
+        program.sharing = sharing(arrays)
         program.freeze = not self.in_place_constants
         program.captures = Captures(self.f)  # (before f runs: what it reads is as now)
         program.watched = program.captures.arrays()

@@ -4,8 +4,9 @@
 cached under: for differentiated arguments and non-differentiated arrays, the
 structure, shapes, dtypes and layouts (strides, alignment, writeability); for
 other non-differentiated arguments, their values (Python scalars, strings,
-tuples, ...) or, for other objects, their identity; and which input arrays
-share memory. A call whose key has no trace is traced.
+tuples, ...) or, for other objects, their identity. A call whose key has no
+trace is traced; a trace that writes into memory also checks which input arrays
+share memory (`sharing`).
 
 `Captures` watches what `f` reads from outside its arguments: the module
 globals its code names, its closure cells and defaults, and, through them,
@@ -26,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Captures", "entry_key"]
+__all__ = ["Captures", "entry_key", "sharing"]
 
 _PLAIN = (type(None), bool, int, float, complex, str, bytes, np.generic, np.dtype, slice)
 _MAX_WATCHED = 512  # values watched per function (the rest is documented as unwatched)
@@ -59,8 +60,9 @@ def _key(x: Any, active: bool, arrays: list[np.ndarray], keep: list[Any]) -> Any
 
 def entry_key(
     args: tuple[Any, ...], kwargs: dict[str, Any], nums: tuple[int, ...], keep: list[Any]
-) -> Any:
-    """The cache key of a compiled function's call (see the module docstring).
+) -> tuple[Any, list[np.ndarray]]:
+    """The cache key of a compiled function's call (see the module docstring), and the
+    input arrays in order (for `sharing`, which only traces that write need).
 
     Objects compared by identity are appended to `keep`, which the caller keeps with the
     trace recorded under this key.
@@ -68,14 +70,22 @@ def entry_key(
     arrays: list[np.ndarray] = []
     parts = tuple(_key(a, i in nums, arrays, keep) for i, a in enumerate(args))
     kw = tuple((k, _key(v, False, arrays, keep)) for k, v in sorted(kwargs.items()))
+    return (nums, parts, kw), arrays
+
+
+def sharing(arrays: list[np.ndarray]) -> tuple[tuple[int, int], ...]:
+    """Which of the input `arrays` may share memory (pairs of positions).
+
+    Part of what a trace that writes into memory depends on: `x += 1` changes `y` too
+    when `y` is a view of `x`. A trace that writes nothing computes the same either way.
+    """
     n = len(arrays)
-    shared = tuple(
+    return tuple(
         (i, j)
         for i in range(n)
         for j in range(i + 1, n)
         if np.may_share_memory(arrays[i], arrays[j])
     )
-    return (nums, parts, kw, shared)
 
 
 class _Entry:

@@ -48,6 +48,7 @@ from rulekit._engine._templates import (
     template,
 )
 from rulekit._engine._traced import Traced
+from rulekit._engine._tracked import WRITERS
 from rulekit._errors import TracingError
 from rulekit._functions import function_name
 
@@ -129,6 +130,8 @@ class Program:
         self.kinds: dict[int, type] = {}  # each slot's traced class
         self.watched: set[int] = set()  # ids of the captured arrays `captures` compares
         self.rdata0: list[Any] = []
+        self.sharing: Any = None  # which input arrays shared memory (`_guards.sharing`)
+        self.mutates = False  # whether a step writes into memory (then `sharing` is checked)
         self.freeze = True  # snapshot constant arrays (False: no user code runs before the
         # pullbacks, so nothing can overwrite them: value_and_grad's forward + reverse)
 
@@ -183,6 +186,7 @@ class Program:
         """The recording ended with `f` returning `out`: run the program passes."""
         self.output = template(out, [], set())
         self.rdata0 = list(tape.rdata)  # (each slot's initial rdata: the tape is not reversed)
+        self.mutates = any(_writes(step) for step in self.steps)
         for rewrite in PASSES:
             rewrite(self)
 
@@ -381,6 +385,19 @@ class RuleStep(DirectStep):
             tape.rdata.append(None if self.out_slot is None else type(y.x)(0))
             table[k] = y
         return np.shape(y.x) == self.shape
+
+
+def _writes(step: Any) -> bool:
+    """Whether a recorded step writes into memory (an argument, `out=`)."""
+    if isinstance(step, RuleStep):
+        return step.k is None
+    if isinstance(step, Step):
+        return (
+            (isinstance(step.kwargs, dict) and "out" in step.kwargs)
+            or step.f in WRITERS
+            or getattr(step.f, "__name__", None) == "at"
+        )
+    return False
 
 
 def _meta(cd: CoDual) -> tuple[Any, ...] | None:

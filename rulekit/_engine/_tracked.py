@@ -30,10 +30,10 @@ from rulekit._engine._state import foreign_trace_error, trace_state
 from rulekit._engine._tape import Tape
 from rulekit._engine._traced import Traced, TracedArray, TracedScalar, refuse_out
 
-__all__ = ["TrackedArray", "TrackedScalar", "primal_call", "track"]
+__all__ = ["WRITERS", "TrackedArray", "TrackedScalar", "primal_call", "track"]
 
 # numpy functions that write into their first argument (besides `out=`).
-_WRITERS = frozenset(
+WRITERS = frozenset(
     [operator.setitem, np.copyto, np.put, np.place, np.putmask, np.fill_diagonal,
      np.put_along_axis]
 )  # fmt: skip
@@ -155,7 +155,7 @@ def _written(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]
     """The arguments `f` writes into: `out=` and the destination of numpy's writers."""
     out = kwargs.get("out")
     dst = list(out) if isinstance(out, tuple) else [out]
-    if (f in _WRITERS or getattr(f, "__name__", None) == "at") and args:
+    if (f in WRITERS or getattr(f, "__name__", None) == "at") and args:
         dst.append(args[0])  # (ufunc.at, np.copyto, x[i] = v, ...)
     return [d for d in dst if d is not None]
 

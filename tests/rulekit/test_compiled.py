@@ -380,3 +380,21 @@ def test_a_plain_array_filled_from_traced_data(rng: np.random.Generator) -> None
         return np.sum(x * buf)
 
     agree(f, [(rng.standard_normal(3),) for _ in range(6)])
+
+
+def test_inputs_that_alias_differently_in_a_writing_trace(rng: np.random.Generator) -> None:
+    def f(x: Any, y: Any) -> Any:
+        x *= 2.0  # (writes into x: whether y is a view of x changes what follows)
+        x += y
+        return np.sum(x**2 * y)
+
+    compiled = rulekit.value_and_grad(f, argnums=(0, 1), compile=True)
+    eager = rulekit.value_and_grad(f, argnums=(0, 1))
+    for n in range(5):
+        values = rng.standard_normal(6), rng.standard_normal(6)
+        results = []
+        for vg in (compiled, eager):  # (the same inputs, built afresh, aliasing included)
+            x, other = values[0].copy(), values[1].copy()
+            results.append(vg(x, x[::-1] if n % 2 else other))
+        _equal(results[0], results[1], f"call {n}")
+    assert compiled.tracer.traces == 2  # (one trace per aliasing pattern)
