@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Captures", "entry_key", "sharing"]
+__all__ = ["Captures", "Snapshot", "entry_key", "sharing"]
 
 _PLAIN = (type(None), bool, int, float, complex, str, bytes, np.generic, np.dtype, slice)
 _MAX_WATCHED = 512  # values watched per function (the rest is documented as unwatched)
@@ -88,6 +88,37 @@ def sharing(arrays: list[np.ndarray]) -> tuple[tuple[int, int], ...]:
     )
 
 
+_UINT: dict[int, np.dtype[Any]] = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16),
+                                   4: np.dtype(np.uint32), 8: np.dtype(np.uint64)}  # fmt: skip
+
+
+class Snapshot:
+    """A copy of an array's contents, and an allocation-free test that they are unchanged.
+
+    Compared bit for bit (NaN equal to the same NaN; 0.0 and -0.0 differ, which only
+    costs a retrace) through unsigned-integer views, into kept scratch buffers: a
+    steady-state replay must not allocate.
+    """
+
+    __slots__ = ("copy", "result", "scratch", "uint")
+
+    def __init__(self, a: np.ndarray) -> None:
+        self.copy = a.copy(order="K")
+        self.copy.flags.writeable = False
+        self.uint = _UINT.get(a.dtype.itemsize) if a.dtype.kind not in "OV" else None
+        self.scratch = np.empty(a.shape, bool) if self.uint is not None else None
+        self.result = np.empty((), bool)
+
+    def holds(self, a: np.ndarray) -> bool:
+        """Whether `a` (of the snapshot's shape and dtype) has the snapshot's contents."""
+        c, u = self.copy, self.uint
+        if u is None or self.scratch is None:
+            return bool(np.array_equal(a, c, equal_nan=a.dtype.kind in "fc"))
+        np.not_equal(a.view(u), c.view(u), out=self.scratch)
+        np.logical_or.reduce(self.scratch, axis=None, out=self.result)
+        return not self.result
+
+
 class _Entry:
     """One watched value: `holder[name]` (a dict entry, a cell, an element, an attribute)."""
 
@@ -99,7 +130,7 @@ class _Entry:
         self.what = what
         self.snapshot: Any = None
         if isinstance(obj, np.ndarray):
-            self.snapshot = (_array_key(obj), obj.copy())
+            self.snapshot = (_array_key(obj), Snapshot(obj))
         elif isinstance(obj, _PLAIN):
             self.snapshot = obj
 
@@ -112,10 +143,8 @@ class _Entry:
         if isinstance(obj, np.ndarray):
             if now is not obj:
                 return True
-            key, copy = self.snapshot
-            return _array_key(obj) != key or not np.array_equal(
-                obj, copy, equal_nan=obj.dtype.kind in "fc"
-            )
+            key, snap = self.snapshot
+            return _array_key(obj) != key or not snap.holds(obj)
         if isinstance(obj, _PLAIN):
             if type(now) is not type(obj):
                 return True

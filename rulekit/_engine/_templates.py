@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from rulekit._codual import CoDual
+from rulekit._engine._guards import Snapshot
 from rulekit._engine._tape import Tape
 from rulekit._engine._traced import Traced, TracedScalar
 
@@ -53,14 +54,14 @@ class Constant:
     def __init__(self, a: np.ndarray, watched: bool) -> None:
         self.a = a
         self.key = (a.shape, a.dtype, a.strides)
-        self.snapshot = None if watched else a.copy()
+        self.snapshot = None if watched else Snapshot(a)
 
     def holds(self) -> bool:
         a = self.a
         if (a.shape, a.dtype, a.strides) != self.key:
             return False
         s = self.snapshot
-        return s is None or bool(np.array_equal(a, s, equal_nan=a.dtype.kind in "fc"))
+        return s is None or s.holds(a)
 
 
 def template(x: Any, consts: list[Constant], watched: set[int]) -> Any:

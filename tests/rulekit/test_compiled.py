@@ -398,3 +398,20 @@ def test_inputs_that_alias_differently_in_a_writing_trace(rng: np.random.Generat
             results.append(vg(x, x[::-1] if n % 2 else other))
         _equal(results[0], results[1], f"call {n}")
     assert compiled.tracer.traces == 2  # (one trace per aliasing pattern)
+
+
+def test_steady_replay_with_constants_allocates_nothing(rng: np.random.Generator) -> None:
+    from testutils import count_allocations
+
+    W = rng.standard_normal((4, 4))  # (captured: compared on every call)
+
+    def f(x: Any) -> Any:
+        ramp = np.linspace(0.0, 1.0, 4)  # (made inside f: its contents are checked)
+        return np.sum(np.tanh(W @ x) * ramp)
+
+    vg = rulekit.value_and_grad(f, compile=True, copy=False)
+    x = rng.standard_normal(4)
+    for _ in range(3):
+        vg(x)
+    assert count_allocations(lambda: vg(x)).count == 0
+    assert vg.tracer.traces == 1
