@@ -40,7 +40,8 @@ import numpy as np
 
 from rulekit import CoDual, NoFData, NoRData
 from rulekit._elementwise import _DECLARED, Elementwise
-from rulekit._engine._program import PASSES, DirectStep, Program, RuleStep
+from rulekit._engine._program import PASSES, Program
+from rulekit._engine._steps import DirectStep, RuleStep
 from rulekit._engine._tape import Record, Site
 from rules.numpy.ufuncs._kernels import fingerprint, load_generated
 
