@@ -20,6 +20,7 @@ import numpy as np
 import rulekit
 from rulekit import CoDual
 from rules._support.cotangents import NO_R
+from rules._support.select import select
 from rules.numpy.ufuncs._common import (
     DECLARATIONS,
     DOMAINS,
@@ -119,18 +120,18 @@ _declare(
 
 def _d_power_base(a: Any, b: Any, y: Any) -> Any:
     """∂(aᵇ)/∂a = b·a^(b−1), taken as 0 where b = 0 (a⁰ ≡ 1, also at a = 0)."""
-    return np.where(b == 0, 0.0, b * a ** (b - 1.0))
+    return select(b == 0, 0.0, b * a ** (b - 1.0))
 
 
 def _d_power_exponent(a: Any, b: Any, y: Any) -> Any:
     """∂(aᵇ)/∂b = ln(a)·y, with ln a taken as 0 where a = 0 (0ᵇ ≡ 0 near any b > 0); nan
     for a real a < 0 (aᵇ has no real derivative in b there)."""
-    return np.where(a == 0, 0.0, np.log(a) * y)
+    return select(a == 0, 0.0, np.log(a) * y)
 
 
 def _d_float_power_base(a: Any, b: Any, y: Any) -> Any:
     """`_d_power_base` in float64/complex128, as np.float_power computes."""
-    return np.where(b == 0, 0.0, b * np.float_power(a, b - 1.0))
+    return select(b == 0, 0.0, b * np.float_power(a, b - 1.0))
 
 
 _POWER_DOC = """y = aᵇ ⇒ ā += conj(b·a^(b−1))·ȳ (0 where b = 0), b̄ += conj(ln(a)·y)·ȳ (0 where
@@ -171,7 +172,7 @@ def _d_select_first(a: Any, b: Any, y: Any) -> Any:
     """y = max(a, b) (min, fmax, fmin alike) ⇒ ȳ goes to the operand y equals; ties (a = b)
     split it ½/½, as JAX does. Where y is nan (maximum/minimum of a nan) neither operand
     gets anything; fmax/fmin ignore a nan operand, so ȳ goes to the other."""
-    return np.where(y == a, np.where(y == b, 0.5, 1.0), 0.0)
+    return select(y == a, select(y == b, 0.5, 1.0), 0.0)
 
 
 def _d_select_second(a: Any, b: Any, y: Any) -> Any:
@@ -201,8 +202,8 @@ _declare(
 )
 _declare(
     np.hypot,
-    lambda a, b, y: np.where(y == 0, 0.0, a / y),
-    lambda a, b, y: np.where(y == 0, 0.0, b / y),
+    lambda a, b, y: select(y == 0, 0.0, a / y),
+    lambda a, b, y: select(y == 0, 0.0, b / y),
     ("nonzero", "any"),
     False,
     quiet=True,

@@ -21,6 +21,7 @@ import numpy as np
 import rulekit
 from rulekit import CoDual
 from rules._support.cotangents import NO_R
+from rules._support.select import select
 from rules.numpy.ufuncs._common import (
     DOMAINS,
     Inexact,
@@ -236,7 +237,7 @@ def _d_sinc(x: Any, y: Any) -> Any:
     u = _PI * x
     v = u * u
     series = _PI * u * (-1 / 3 + v * (1 / 30 + v * (-1 / 840 + v / 45360)))
-    return np.where(np.abs(u) < 0.1, series, _PI * (u * np.cos(u) - np.sin(u)) / v)
+    return select(np.abs(u) < 0.1, series, _PI * (u * np.cos(u) - np.sin(u)) / v)
 
 
 # y = sin(πx)/(πx) ⇒ x̄ += conj(sinc'(x))·ȳ
