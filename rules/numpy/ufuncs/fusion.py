@@ -33,7 +33,9 @@ sum vs NumPy's pairwise one).
 
 from __future__ import annotations
 
+import dis
 import hashlib
+import inspect
 from typing import Any
 
 import numpy as np
@@ -282,6 +284,21 @@ def _operand(o: tuple[str, int]) -> str:
     return {"in": f"x{n}[i]", "v": f"v{n}", "c": f"c[{n}]"}[kind]
 
 
+def _reads_output(op: _Op) -> bool:
+    """Whether any of `op`'s declared partials reads its last parameter, the output y."""
+    assert op.decl is not None
+    for d in op.decl.derivs:
+        code = getattr(d, "__code__", None)
+        if code is None or code.co_argcount < 1:
+            return True
+        y = code.co_varnames[code.co_argcount - 1]
+        if code.co_flags & inspect.CO_NESTED or any(
+            ins.argval == y for ins in dis.get_instructions(code) if "LOAD" in ins.opname
+        ):
+            return True
+    return False
+
+
 def _power(op: _Op, consts: list[float]) -> tuple[str, str] | None:
     """x ** e for a constant e: (value, derivative) expressions in `{x}`, or None.
 
@@ -321,6 +338,17 @@ def _source(ops: list[_Op], n_in: int, consts: list[float]) -> Any:
     top = ops[-1].operands[0][1] if summed else last  # (the value the chain returns)
     value = f"v{top}"
     loop = "    for i in range(x0.size):\n" + "".join(f"        {b}\n" for b in body)
+    # The reverse sweep recomputes only the values its partials read (a partial that does
+    # not read its op's output, log1p's 1/(1 + x), spares recomputing that output).
+    reads_y = {m: _power(ops[m], consts) is None and _reads_output(ops[m]) for m in range(top + 1)}
+    needed = {m for m in range(top + 1) if reads_y[m]}
+    needed |= {n for m in range(top + 1) for kind, n in ops[m].operands if kind == "v"}
+    for m in range(top, -1, -1):  # (a needed value needs the values it is computed from)
+        if m in needed:
+            needed |= {n for kind, n in ops[m].operands if kind == "v"}
+    recompute = "    for i in range(x0.size):\n" + "".join(
+        f"        {b}\n" for m, b in enumerate(body) if m in needed
+    )
     rev = []  # the reverse sweep: b{m} is the cotangent of v{m}, a{j} of input j
     rev.append(f"        b{top} = g if SUMMED else g[i]")
     for m in range(top):
@@ -339,7 +367,7 @@ def _source(ops: list[_Op], n_in: int, consts: list[float]) -> Any:
             if power is not None:
                 d = power[1].format(x=_operand(op.operands[0]))
             else:
-                d = f"_p{m}_{a}({args}, v{m})"
+                d = f"_p{m}_{a}({args}, {f'v{m}' if reads_y[m] else '0.0'})"
             rev.append(f"        {target} += {d} * b{m}")
     for j in range(n_in):
         rev.append(f"        dx{j}[i] += a{j}")
@@ -347,17 +375,21 @@ def _source(ops: list[_Op], n_in: int, consts: list[float]) -> Any:
 
     def source(cache: bool) -> str:
         jit = f'_jit = numba.njit(cache={cache}, nogil=True, error_model="numpy")'
-        parts = ["\n".join(head), jit, ""]
+        jit_sum = (  # (a sum the compiler may reorder: vectorised, as NumPy's pairwise is)
+            f'_jit_sum = numba.njit(cache={cache}, nogil=True, error_model="numpy", '
+            'fastmath={"reassoc"})'
+        )
+        parts = ["\n".join(head), jit, jit_sum, ""]
         if summed:
-            parts += ["@_jit", f"def forward_sum({xs}, c):", "    s = 0.0",
+            parts += ["@_jit_sum", f"def forward_sum({xs}, c):", "    s = 0.0",
                       loop + f"        s += {value}", "    return s", ""]  # fmt: skip
             parts += ["@_jit", f"def reverse_sum({xs}, c, g, {dxs}):",
-                      loop + reverse.replace("SUMMED", "True")]  # fmt: skip
+                      recompute + reverse.replace("SUMMED", "True")]  # fmt: skip
         else:
             parts += ["@_jit", f"def forward({xs}, c, y):",
                       loop + f"        y[i] = {value}", ""]  # fmt: skip
             parts += ["@_jit", f"def reverse({xs}, c, g, {dxs}):",
-                      loop + reverse.replace("SUMMED", "False")]  # fmt: skip
+                      recompute + reverse.replace("SUMMED", "False")]  # fmt: skip
         return "\n".join(parts) + "\n"
 
     return source
