@@ -255,7 +255,11 @@ def _load(decl: Elementwise) -> Any:
 def load_generated(name: str, source: Any) -> Any:
     """Import the generated module `name` whose text is `source(cache)`: written once into
     `cache_dir()` (numba's on-disk cache then serves later processes), or, if that is not
-    writable, compiled in memory without numba's cache. `name` must fingerprint the text."""
+    writable, compiled in memory without numba's cache. `name` must fingerprint the text;
+    a module already imported in this process is reused."""
+    mod = sys.modules.get(name)
+    if mod is not None:
+        return mod
     try:
         d = cache_dir()
         os.makedirs(d, exist_ok=True)

@@ -256,8 +256,22 @@ class FusedStep(DirectStep):
 # -- kernel source ----------------------------------------------------------------------------
 
 
+_LOADED: dict[Any, Any] = {}  # chain structure → its kernels (None: numba could not)
+
+
 def _kernels(ops: list[_Op], n_in: int, consts: list[float]) -> Any:
-    """The compiled kernels of a chain, or None if numba cannot compile them."""
+    """The compiled kernels of a chain, or None if numba cannot compile them (made once per
+    chain structure in a process: a retrace finds them here)."""
+    key = (
+        n_in,
+        tuple((op.decl and op.decl.key, tuple(op.operands), _power(op, consts)) for op in ops),
+    )
+    if key not in _LOADED:
+        _LOADED[key] = _build(ops, n_in, consts)
+    return _LOADED[key]
+
+
+def _build(ops: list[_Op], n_in: int, consts: list[float]) -> Any:
     decls = [op.decl for op in ops if op.decl is not None]
     src_of = _source(ops, n_in, consts)
     text = src_of(True)
