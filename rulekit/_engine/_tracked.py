@@ -97,10 +97,18 @@ class TrackedArray(_Reads, TracedArray):
 
 
 class TrackedScalar(_Reads, TracedScalar):
-    """A number computed from traced values that has no derivative (compiled tracing)."""
+    """A number computed from traced values that has no derivative (compiled tracing).
+
+    Subscriptable, as the NumPy scalar it stands for is (`s[()]`, `s[s > 0]`). (Unlike
+    an active `TracedScalar`, whose refusals NumPy would turn into "setting an array
+    element with a sequence": a tracked one converts, with a guard, when NumPy asks.)
+    """
 
     __slots__ = ()
     tracked = True
+
+    def __getitem__(self, idx: Any) -> Any:
+        return self.tape.call(operator.getitem, (self, idx), {})
 
 
 def track(tape: Tape, y: Any, inputs: dict[int, Traced]) -> Any:

@@ -415,3 +415,13 @@ def test_steady_replay_with_constants_allocates_nothing(rng: np.random.Generator
         vg(x)
     assert count_allocations(lambda: vg(x)).count == 0
     assert vg.tracer.traces == 1
+
+
+def test_tracked_numpy_scalars_are_subscriptable(rng: np.random.Generator) -> None:
+    def f(x: Any, c: Any) -> Any:
+        s = np.std(c)  # (a NumPy scalar computed from a non-differentiated argument)
+        buf = np.zeros(2)
+        buf[0] = s  # (plain code reads it: a guard)
+        return np.sum(np.tanh(x)) * np.sum(s[s > 0]) + s[()] * np.sum(x) + buf[0] * x[0]
+
+    agree(f, [(rng.standard_normal(3), rng.standard_normal(4)) for _ in range(4)])
