@@ -1,8 +1,14 @@
-"""Minimal programs of the defects the fuzzer found, kept as regression cases.
+"""Minimal programs of the defects the fuzzer found, kept as regression cases; and programs
+whose recorded trace depends on the data, for `compile=True` (GUARD_CASES).
 
 Each case is a program and the calls (seed and layout per call, for the copy=True and the
 copy=False object) that exposed the defect, checked by the same oracle as the fuzzer. LAYOUTS:
 0 C, 1 F, 2 strided, 3 negative strides, 4 F order with axis 0 reversed.
+
+A guard case's seeds are chosen so that the data-dependent part changes between calls (the
+branch taken, the loop count, the argmax, the mask, the Python int, the captured array), and its
+layouts repeat, so that the compiled objects replay a trace on some calls and must see, on
+others, that it no longer applies.
 """
 
 from __future__ import annotations
@@ -10,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 
 from fuzz.oracle import CallPlan
-from fuzz.program import InputSpec, Program, program_from_lines
+from fuzz.program import InputSpec, Program, Step, program_from_lines, weighted_loss
 
 
 @dataclasses.dataclass(frozen=True)
@@ -19,6 +25,7 @@ class Case:
     what: str  # the defect as found
     program: Program
     plans: tuple[CallPlan, ...]
+    retraces: bool = False  # (guard cases) the compiled objects must trace f again on some call
 
 
 def _x(shape: tuple[int, ...], dtype: str = "float64", name: str = "x0") -> InputSpec:
@@ -108,5 +115,107 @@ CASES = [
             ["r0"],
         ),
         _plans([1, 4, 1, 4, 1]),
+    ),
+    Case(
+        "indexing_a_numpy_scalar_computed_from_a_constant",
+        "compile=True only (issue #15): TypeError 'TrackedScalar' object is not subscriptable, "
+        "where eager indexes the plain np.float64 (`r0[None]` after `r0 = np.std(x1)`)",
+        program_from_lines(
+            (_x((3,)), InputSpec("x1", (4,), "float64", active=False)),
+            ["r0 = np.std(x1)", "r1 = r0[None] * np.tanh(x0)"],
+            ["r1"],
+        ),
+        _plans([0, 0, 0, 0, 0]),
+    ),
+]
+
+
+def _steps(inputs: tuple[InputSpec, ...], steps: list[tuple[str, ...]], loss: list[str]) -> Program:
+    """A program of multi-line steps (each writes the register its first line assigns)."""
+    return Program(
+        inputs,
+        tuple(Step("manual", lines[0].split()[0], (), lines) for lines in steps),
+        weighted_loss(loss),
+    )
+
+
+_K = InputSpec("x1", (), "int", active=False)  # a Python int argument: 1, 2 or 3 per call
+
+GUARD_CASES = [
+    Case(
+        "branch_on_the_sign_of_a_sum",
+        "the branch taken flips on every round (np.sum(x0) > 0 for seeds 0 and 1 only)",
+        program_from_lines(
+            (_x((3, 4)),),
+            ["r0 = np.sum(x0)", "r1 = np.tanh(x0) * r0 if r0 > 0 else np.cumsum(x0, axis=1)"],
+            ["r1"],
+        ),
+        tuple(CallPlan(seed, (0,), (0,)) for seed in [0, 3, 1, 4, 7]),
+        retraces=True,
+    ),
+    Case(
+        "data_dependent_loop_count",
+        "`while Σ r² > 1: r = r / 2` halves 0, 1, 2 times on seeds 0, 1, 2",
+        _steps(
+            (_x((5,)),),
+            [("r0 = x0 * 1.0", "while np.sum(r0 * r0) > 1.0: r0 = 0.5 * r0"), ("r1 = r0 ** 3",)],
+            ["r1"],
+        ),
+        tuple(CallPlan(seed, (0,), (0,)) for seed in [0, 1, 2, 3, 7]),
+        retraces=True,
+    ),
+    Case(
+        "indices_from_argmax_and_argsort",
+        "argmax of a constant along axis 1, argmin and argsort of the input: new on each call",
+        program_from_lines(
+            (_x((3, 4)), InputSpec("x1", (3, 4), "float64", active=False)),
+            [
+                "r0 = np.take_along_axis(x0, np.argmax(x1, axis=1, keepdims=True), axis=1)",
+                "r1 = x0.ravel()[np.argmin(x0)] * x0",
+                "r2 = np.tanh(x0[0])[np.argsort(x0[1])]",
+            ],
+            ["r0", "r1", "r2"],
+        ),
+        tuple(CallPlan(seed, (0, 0), (1, 1)) for seed in range(5)),
+    ),
+    Case(
+        "boolean_masks",
+        "np.where(x > 0, ...), the sum of x[x > 0] (its shape changes), r[x < 0] = 0",
+        _steps(
+            (_x((3, 4)),),
+            [
+                ("r0 = np.where(x0 > 0, x0, 0.1 * x0)",),
+                ("r1 = np.sum(x0[x0 > 0] ** 2)",),
+                ("r2 = np.exp(x0)", "r2[x0 < 0] = 0.0"),
+            ],
+            ["r0", "r1", "r2"],
+        ),
+        tuple(CallPlan(seed, (0,), (0,)) for seed in range(5)),
+        retraces=True,
+    ),
+    Case(
+        "python_int_argument",
+        "x1 (2, 3, 3, 2, 3 on seeds 0-4) is a loop count and a shift",
+        program_from_lines(
+            (_x((3, 4)), _K),
+            [
+                "r0 = sum(np.sin(j * x0) for j in range(1, x1 + 1))",
+                "r1 = np.roll(r0, x1, axis=-1) if x1 > 2 else r0 * x1",
+            ],
+            ["r1"],
+        ),
+        tuple(CallPlan(seed, (0, 0), (0, 0)) for seed in range(5)),
+        retraces=True,
+    ),
+    Case(
+        "captured_array",
+        "x1 is a global of f: rebound when its layout changes (C, F), else written in place",
+        program_from_lines(
+            (_x((3, 4)), InputSpec("x1", (3, 4), "float64", active=False, captured=True)),
+            ["r0 = np.tanh(x0 * x1) + x1.sum()"],
+            ["r0"],
+        ),
+        tuple(CallPlan(seed, (0, k), (0, k)) for seed, k in enumerate([0, 0, 1, 1, 0])),
+        retraces=True,
     ),
 ]

@@ -31,11 +31,21 @@ Vocabulary (the families, with the conditions that keep a program well-defined a
 - out: `np.multiply(a, b, out=c)`, add/subtract/divide, unary exp/tanh/sin/negative, matmul, with
   c from np.empty_like or an existing register (also one of the operands);
 - matmul: @, np.matmul, np.dot on 1-D/2-D/batched shapes;
-- linalg: inv, solve, det of `3 I + 0.3 tanh(s A)` (s scales |s A| ≤ 1: condition < 10).
+- linalg: inv, solve, det of `3 I + 0.3 tanh(s A)` (s scales |s A| ≤ 1: condition < 10);
+- datadep (`fuzz.datadep`, what `compile=True` must guard): a branch `A if np.sum(a) > 0 else B`,
+  a halving loop with a data-dependent count, argmax/argmin/argsort indices into a traced
+  array, boolean masks (np.where, `np.sum(b[a > 0])`, `r[a < 0] = 0`), each kept away from its
+  switch; scalararg: uses of a Python int argument drawn anew for each call.
 
-Only registers that depend on an active input (traced) are written into: writing a traced value
-into a constant would be refused by design (TracingError), and mutating a constant argument would
-change the caller's array.
+Inputs: up to 3 arrays (some constant; a constant may be *captured*, read by f as a global that
+changes between calls) and, in a quarter of the programs, a Python int argument.
+
+Registers that depend on an active input (traced) are written into, and constants of the
+program's own memory (`Reg.fresh`: a copy, an arithmetic result, a view of one; never an input or
+a view of one under any layout) with constant values only: writing a traced value into a constant
+would be refused by design (TracingError), and mutating a constant argument would change the
+caller's array. (In eager mode such constants are plain NumPy; with compile=True they are
+tracked, and their writes are recorded and replayed.)
 """
 
 from __future__ import annotations
@@ -47,6 +57,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from fuzz.datadep import DataDependentSteps
 from fuzz.program import Guard, IllPosed, InputSpec, Program, Reference, Step
 from hypothesis import strategies as st
 
@@ -62,15 +73,20 @@ class Reg:
     traced: bool
     pos: bool = False  # structurally real and ≥ MIN_POSITIVE-ish (exp, softplus, x² + c, ...)
     away0: bool = False  # structurally |x| bounded away from 0 (pos, or complex exp)
+    # its memory is the program's own (a new array, or a view of one), never an input's under
+    # any layout: a constant register that may be written into (with constant values)
+    fresh: bool = False
 
 
-class _Builder:
+class _Builder(DataDependentSteps):
     def __init__(self, draw: Draw, inputs: tuple[InputSpec, ...], samples: list[Any]):
         self.draw = draw
         self.inputs = inputs
         self.samples = samples
         self.steps: list[Step] = []
-        self.regs: dict[str, Reg] = {s.name: Reg(traced=s.active) for s in inputs}
+        # array registers; a Python int argument is no register: only `scalararg` reads it
+        self.regs: dict[str, Reg] = {s.name: Reg(s.active) for s in inputs if s.dtype != "int"}
+        self.ints = [s.name for s in inputs if s.dtype == "int"]
         self.ref = Reference(inputs, [_copy(s) for s in samples])
         self.env: dict[str, Any] = dict(self.ref.values)
         self.counter = 0
@@ -134,6 +150,10 @@ class _Builder:
             else:
                 self.regs[step.out] = reg
         return True
+
+    @staticmethod
+    def flags(traced: bool) -> Reg:
+        return Reg(traced)
 
     def traced(self, *names: str) -> bool:
         return any(self.regs[n].traced for n in names)
@@ -248,6 +268,7 @@ class _Builder:
             flags = Reg(reg.traced, pos=reg.pos and kpos, away0=True)
             opts.append((f"{k} / {a}", flags, (Guard("away0", (a,)),)))
         expr, flags, guards = self.draw(st.sampled_from(opts))
+        flags = dataclasses.replace(flags, fresh=True)
         return self.add([Step("scalar", r, (a,), (f"{r} = {expr}",), guards)], [flags])
 
     def _broadcast_partner(
@@ -301,6 +322,7 @@ class _Builder:
                 (f"np.minimum({a}, {b})", Reg(tr, pos=both_pos), g),
             ]
         expr, flags, guards = self.draw(st.sampled_from(opts))
+        flags = dataclasses.replace(flags, fresh=True)
         return self.add([Step("binary", r, (a, b), (f"{r} = {expr}",), guards)], [flags])
 
     def _axis(self, ndim: int, allow_tuple: bool = True) -> Any:
@@ -380,7 +402,7 @@ class _Builder:
         expr = self.draw(st.sampled_from(opts))
         r = self.new()
         reg = self.regs[a]
-        flags = Reg(reg.traced, pos=reg.pos, away0=reg.away0)
+        flags = Reg(reg.traced, pos=reg.pos, away0=reg.away0, fresh=reg.fresh)
         return self.add([Step("shape", r, (a,), (f"{r} = {expr}",))], [flags])
 
     def slice(self) -> bool:
@@ -407,7 +429,7 @@ class _Builder:
             expr = f"{a}[np.array({mask})]"
         r = self.new()
         reg = self.regs[a]
-        flags = Reg(reg.traced, pos=reg.pos, away0=reg.away0)
+        flags = Reg(reg.traced, pos=reg.pos, away0=reg.away0, fresh=reg.fresh)
         return self.add([Step("index", r, (a,), (f"{r} = {expr}",))], [flags])
 
     def join(self) -> bool:
@@ -437,12 +459,15 @@ class _Builder:
         flags = Reg(ra.traced or rb.traced, pos=ra.pos and rb.pos, away0=ra.away0 and rb.away0)
         return self.add([Step("join", r, (a, b), (f"{r} = {expr}",))], [flags])
 
-    def _value_for(self, shape: tuple[int, ...], exclude: str | None = None) -> str | None:
-        """A register (or simple expression of one) whose value broadcasts to `shape`."""
+    def _value_for(self, shape: tuple[int, ...], constant: bool = False) -> str | None:
+        """A register (or simple expression of one) whose value broadcasts to `shape` (with
+        `constant`, an untraced one)."""
 
         def ok(n: str) -> bool:
+            if constant and self.regs[n].traced:
+                return False
             try:
-                return np.broadcast_shapes(self.val(n).shape, shape) == shape and n != exclude
+                return np.broadcast_shapes(self.val(n).shape, shape) == shape
             except ValueError:
                 return False
 
@@ -452,18 +477,27 @@ class _Builder:
         b = self.draw(st.sampled_from(cands))
         return self.draw(st.sampled_from([b, f"np.tanh({b})", f"2.0 * {b}"]))
 
+    def writable(self, n: str) -> bool:
+        """A register that may be written into: a traced one, or a constant of the program's own
+        memory (`Reg.fresh`), into which only constant values go (a traced value written into a
+        constant is refused by design, and an input must not change)."""
+        return self.regs[n].traced or self.regs[n].fresh
+
     def setitem(self) -> bool:
-        t = self.pick(lambda n: self.regs[n].traced and self.val(n).ndim > 0)
+        t = self.pick(
+            lambda n: self.writable(n) and isinstance(self.env[n], np.ndarray) and self.val(n).ndim
+        )
         if t is None:
             return False
         v = self.val(t)
+        const = not self.regs[t].traced
         mode = self.draw(st.sampled_from(["zeros_like", "empty_like", "copy", "existing", "shift"]))
         if mode == "shift":  # overlapping source and destination
             if v.shape[0] < 2:
                 return False
             src, dst = self.draw(st.sampled_from([("1:", ":-1"), (":-1", "1:"), ("::-1", ":")]))
             line = f"{t}[{dst}] = {t}[{src}]"
-            return self.add([Step("setitem", t, (t,), (line,))], [Reg(True)])
+            return self.add([Step("setitem", t, (t,), (line,))], [Reg(not const)])
         if mode == "empty_like":
             idx = "..."
             sub = v.shape
@@ -476,13 +510,13 @@ class _Builder:
                 )
                 idx = f"[{', '.join(map(str, rows))}]"
             sub = np.asarray(v[_parse_index(idx)]).shape
-        value = self._value_for(sub)
+        value = self._value_for(sub, constant=const)
         if value is None:  # a constant: untraced values may be written into traced arrays
             value = self.draw(st.sampled_from(["0.5", "-1.0"]))
         reads = self.reads(value)
         if mode == "existing":
             lines: tuple[str, ...] = (f"{t}[{idx}] = {value}",)
-            return self.add([Step("setitem", t, (t, *reads), lines)], [Reg(True)])
+            return self.add([Step("setitem", t, (t, *reads), lines)], [Reg(not const)])
         buf = self.new()
         make = {
             "zeros_like": f"{buf} = np.zeros_like({t})",
@@ -490,12 +524,13 @@ class _Builder:
             "copy": f"{buf} = {t}.copy()",
         }[mode]
         lines = (make, f"{buf}[{idx}] = {value}")
-        return self.add([Step("setitem", buf, (t, *reads), lines)], [Reg(True)])
+        return self.add([Step("setitem", buf, (t, *reads), lines)], [Reg(not const, fresh=True)])
 
     def inplace(self) -> bool:
-        t = self.pick(lambda n: self.regs[n].traced)
+        t = self.pick(self.writable)
         if t is None:
             return False
+        const = not self.regs[t].traced
         op = self.draw(st.sampled_from(["+=", "-=", "*=", "/="]))
         shape = self.val(t).shape
         if self.draw(st.booleans()):
@@ -505,7 +540,7 @@ class _Builder:
         else:
 
             def ok(n: str) -> bool:
-                if op == "/=" and not self.regs[n].away0:
+                if (op == "/=" and not self.regs[n].away0) or (const and self.regs[n].traced):
                     return False
                 try:
                     return np.broadcast_shapes(self.val(n).shape, shape) == shape
@@ -519,7 +554,7 @@ class _Builder:
             guards = (Guard("away0", (value,)),) if op == "/=" else ()
             reads = (t, value)
         line = f"{t} {op} {value}"
-        return self.add([Step("inplace", t, reads, (line,), guards)], [Reg(True)])
+        return self.add([Step("inplace", t, reads, (line,), guards)], [Reg(not const)])
 
     def out(self) -> bool:
         a = self.pick()
@@ -656,7 +691,7 @@ class _Builder:
         r = self.new()
         expr = self.draw(st.sampled_from([f"{a}.copy()", f"np.copy({a})"]))
         reg = self.regs[a]
-        flags = Reg(reg.traced, pos=reg.pos, away0=reg.away0)
+        flags = Reg(reg.traced, pos=reg.pos, away0=reg.away0, fresh=True)
         return self.add([Step("copy", r, (a,), (f"{r} = {expr}",))], [flags])
 
 
@@ -676,6 +711,8 @@ FAMILIES = (
     + ["matmul"] * 2
     + ["linalg"]
     + ["copy"]
+    + ["datadep"] * 3
+    + ["scalararg"] * 2
 )
 
 
@@ -734,7 +771,10 @@ def _input_shapes(draw: Draw) -> list[tuple[int, ...]]:
 
 
 def sample_values(spec: InputSpec, rng: np.random.Generator, scale: float = 0.7) -> Any:
-    """Input values for `spec` (C-contiguous, its dtype): scale · standard normal."""
+    """Input values for `spec` (C-contiguous, its dtype): scale · standard normal; for a Python
+    int argument 1, 2 or 3."""
+    if spec.dtype == "int":
+        return int(rng.integers(1, 4))
     x = scale * rng.standard_normal(spec.shape)
     if spec.dtype == "complex128":
         x = x + 1j * scale * rng.standard_normal(spec.shape)
@@ -753,6 +793,13 @@ def programs(draw: Draw, max_steps: int = 8) -> Program:
         InputSpec(f"x{i}", s, dtype, a, scalar=s == () and draw(st.integers(0, 2)) == 0)
         for i, (s, a) in enumerate(zip(shapes, active, strict=True))
     )
+    # a constant array may be captured: f reads it as a global, changed between calls
+    inputs = tuple(
+        dataclasses.replace(s, captured=True) if not s.active and draw(st.booleans()) else s
+        for s in inputs
+    )
+    if draw(st.integers(0, 3)) == 0:  # a Python int argument, drawn anew for each call
+        inputs += (InputSpec(f"x{len(inputs)}", (), "int", active=False),)
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
     samples = [sample_values(s, rng) for s in inputs]
     b = _Builder(draw, inputs, samples)

@@ -1,21 +1,33 @@
-"""The differential check: one program, two `value_and_grad` objects, several calls.
+"""The differential check: one program, eager and compiled `value_and_grad` objects, several calls.
 
-`check_program` runs a generated `Program` through `rulekit.value_and_grad` with `copy=True`
-and with `copy=False`, each object called once per `CallPlan` on fresh inputs in the plan's
-layouts, and compares every call with plain numpy:
+`check_program` runs a generated `Program` through `rulekit.value_and_grad` objects: an eager
+one with `copy=True` and one with `copy=False`, and a `compile=True` one (issue #15) for each
+`copy` asked for. Each round (`CallPlan`) has fresh inputs on two sides, laid out in the plan's
+layouts_copy and layouts_nocopy; the eager objects get their side's, and every call is compared
+with plain numpy:
 
 - the value with the program run by numpy on the same inputs (same dtype);
 - every gradient with central finite differences of the program run by numpy on float64 /
   complex128 copies of the inputs (complex: ∂L/∂x + i ∂L/∂y, PyTorch's convention);
-- the gradient's shape and dtype with the input's, the inputs after the call with before it,
-  and (copy=True) every returned gradient at the end with what it was when returned.
+- the gradient's shape and dtype with the input's, the inputs (and captured arrays) after the
+  call with before it, and (copy=True) every returned gradient at the end with what it was
+  when returned.
+
+A compiled object gets both sides' inputs, each right after the eager object of that side (so
+the finite differences, the expensive part, are computed once per round and side): the eager
+object has just got those inputs right, so a defect a compiled object raises is one of
+`compile=True` alone, and is labelled so (its signature says `compile=True` and whether the
+failing call replayed a recorded trace or traced f again; its reproducer builds the compiled
+object). Its calls 2, 3, ... replay a trace wherever the layouts and dtypes of an earlier call
+come back (`CallPlan`s repeat layouts on purpose) and the guards hold.
 
 A `rulekit` refusal (`RulekitError`, `TypeError`, `NotImplementedError`) on the first call is not
 a defect: the program counts as refused. Any other exception, a refusal once the program has run
-(on other layouts), and every mismatch is a `Defect`, classified as on a first call or a later
-one: a failure on a later call is repeated on a new object, and is a later-call defect (state kept
-between calls) only if the new object gets it right. A `Defect` carries a runnable reproducer:
-the program, the input construction of every call so far, observed vs expected.
+(on other layouts), a refusal by a compiled object of inputs the eager object ran, and every
+mismatch is a `Defect`, classified as on a first call or a later one: a failure on a later call
+is repeated on a new object of the same kind, and is a later-call defect (state kept between
+calls) only if the new object gets it right. A `Defect` carries a runnable reproducer: the
+program, the input construction of every call so far, observed vs expected.
 
 Tolerances (`grad_tolerance`):
 
@@ -110,6 +122,8 @@ def defect_type(signature: str) -> type[Defect]:
 
 
 def layout_name(spec: InputSpec, index: int) -> str:
+    if spec.dtype == "int":
+        return "int"
     if spec.scalar:
         return "scalar"
     names = LAYOUTS_0D if spec.shape == () else LAYOUTS
@@ -118,8 +132,8 @@ def layout_name(spec: InputSpec, index: int) -> str:
 
 def call_dtypes(program: Program, flip: bool) -> list[str]:
     dtypes = [s.dtype for s in program.inputs]
-    if flip and all(d in ("float32", "float64") for d in dtypes):
-        swap = {"float32": "float64", "float64": "float32"}
+    if flip and all(d in ("float32", "float64", "int") for d in dtypes):
+        swap = {"float32": "float64", "float64": "float32", "int": "int"}
         dtypes = [swap[d] for d in dtypes]
     return dtypes
 
@@ -128,6 +142,9 @@ def value_lines(program: Program, seed: int, dtypes: list[str]) -> list[str]:
     lines = [f"rng = np.random.default_rng({seed})"]
     for i, (s, dtype) in enumerate(zip(program.inputs, dtypes, strict=True)):
         shape = repr(s.shape)
+        if dtype == "int":
+            lines.append(f"V{i} = int(rng.integers(1, 4))  # a Python int")
+            continue
         if dtype == "complex128":
             v = f"{SCALE} * rng.standard_normal({shape}) + {SCALE}j * rng.standard_normal({shape})"
         elif dtype == "float32":
@@ -143,6 +160,8 @@ def layout_lines(name: str, i: int, spec: InputSpec, layout: str) -> list[str]:
     mutate their inputs, and V{i} is laid out again for every evaluation)."""
     nd = len(spec.shape)
     v = f"V{i}"
+    if layout == "int":
+        return [f"{name} = {v}"]
     if layout == "C":
         return [f"{name} = {v}.copy()"]
     if layout == "F":
@@ -163,12 +182,43 @@ def layout_lines(name: str, i: int, spec: InputSpec, layout: str) -> list[str]:
     raise AssertionError(layout)
 
 
+def install(namespace: dict[str, Any], name: str, value: Any) -> None:
+    """Give a captured array its call's values: written into the array f's global `name` holds
+    when shape, dtype and strides agree (a change of contents f's compiled trace must see),
+    else the global rebound (a change of identity). `install_lines` is this as source."""
+    cur = namespace.get(name)
+    if isinstance(cur, np.ndarray) and _same_layout(cur, value):
+        cur[...] = value
+    else:
+        namespace[name] = value
+
+
+def _same_layout(a: np.ndarray, b: Any) -> bool:
+    return isinstance(b, np.ndarray) and (a.shape, a.dtype, a.strides) == (
+        b.shape, b.dtype, b.strides)  # fmt: skip
+
+
+def install_lines(spec: InputSpec, i: int, layout: str) -> list[str]:
+    """Reproducer source for a captured input: laid out as `_name`, then installed."""
+    n = spec.name
+    return [
+        *layout_lines(f"_{n}", i, spec, layout),
+        f"if isinstance(globals().get({n!r}), np.ndarray) and ({n}.shape, {n}.dtype, "
+        f"{n}.strides) == (_{n}.shape, _{n}.dtype, _{n}.strides):",
+        f"    {n}[...] = _{n}  # f captured {n}: the new values written into it",
+        "else:",
+        f"    {n} = _{n}  # f captured {n}: the global rebound",
+    ]
+
+
 def _exec(lines: list[str], env: dict[str, Any]) -> dict[str, Any]:
     exec("\n".join(lines), env)
     return env
 
 
-def _upcast(x: Any) -> np.ndarray:
+def _upcast(x: Any) -> Any:
+    if isinstance(x, int):  # (a Python int argument stays one)
+        return x
     a = np.asarray(x)
     return np.array(a, dtype=np.complex128 if a.dtype.kind == "c" else np.float64)
 
@@ -261,20 +311,59 @@ class _Prepared:
     fd2s: dict[int, np.ndarray]
 
 
+@dataclasses.dataclass
+class _Object:
+    """One `value_and_grad` object under test, called once per round on each side's inputs
+    in `sides` (0: the round's inputs in layouts_copy, 1: in layouts_nocopy)."""
+
+    name: str  # its name in reproducers
+    copy: bool
+    compile: bool
+    sides: tuple[int, ...]
+    vg: Any = None
+    calls: int = 0
+
+    def make(self, f: Callable[..., Any], argnums: Any) -> Any:
+        return rulekit.value_and_grad(f, argnums=argnums, copy=self.copy, compile=self.compile)
+
+    def source(self, argnums: Any) -> str:
+        compiled = ", compile=True" if self.compile else ""
+        return (
+            f"{self.name} = rulekit.value_and_grad(f, argnums={argnums!r}, "
+            f"copy={self.copy}{compiled})"
+        )
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} (copy={self.copy}{', compile=True' if self.compile else ''})"
+
+
+def _objects(compiled: tuple[bool, ...]) -> list[_Object]:
+    """The objects of a session, in calling order: the eager ones, then a compiled one for each
+    `copy` in `compiled`. A compiled object gets a round's inputs only after an eager object got
+    those very inputs right, so a defect it raises is one of compile=True alone. It gets both
+    sides' inputs (its own side's first), which costs no finite differences: 2 calls per round,
+    more replays and more switches between recorded traces."""
+    objects = [_Object("vg", True, False, (0,)), _Object("vg_nocopy", False, False, (1,))]
+    for copy in compiled:
+        name, sides = ("vgc", (0, 1)) if copy else ("vgc_nocopy", (1, 0))
+        objects.append(_Object(name, copy, True, sides))
+    return objects
+
+
 class _Session:
-    def __init__(self, program: Program):
+    def __init__(self, program: Program, compiled: tuple[bool, ...]):
         self.program = program
         self.f = program.compile()
         self.argnums = program.argnums
         self.active = [i for i, s in enumerate(program.inputs) if s.active]
-        self.vgs = {
-            copy: rulekit.value_and_grad(self.f, argnums=self.argnums, copy=copy)
-            for copy in (True, False)
-        }
-        self.calls = {True: 0, False: 0}
+        self.objects = _objects(compiled)
+        for o in self.objects:
+            o.vg = o.make(self.f, self.argnums)
         self.history: list[str] = []  # reproducer lines of the calls so far
-        self.succeeded = False
-        self.kept: list[tuple[str, Any, np.ndarray]] = []
+        self.succeeded = [False, False]  # per side: an eager call on that side's inputs passed
+        # (object, call and input, returned gradient, its value when returned), for copy=True
+        self.kept: list[tuple[_Object, str, Any, np.ndarray]] = []
 
     def header(self) -> list[str]:
         p = self.program
@@ -287,8 +376,7 @@ class _Session:
             f"# inputs: {p.describe_inputs()}",
             p.source(),
             "",
-            f"vg = rulekit.value_and_grad(f, argnums={self.argnums!r}, copy=True)",
-            f"vg_nocopy = rulekit.value_and_grad(f, argnums={self.argnums!r}, copy=False)",
+            *(o.source(self.argnums) for o in self.objects),
         ]
 
     def fail(self, signature: str, lines: list[str]) -> Defect:
@@ -301,22 +389,24 @@ class _Session:
 
     def run(self, plans: list[CallPlan], min_calls: int) -> str:
         for plan in plans:
-            if self.calls[True] >= min_calls:
+            if self.objects[0].calls >= min_calls:
                 break
             try:
                 prepared = [self.prepare(plan, copy) for copy in (True, False)]
             except IllPosed:
                 STATS["ill-posed calls"] += 1
                 continue
-            for copy, prep in zip((True, False), prepared, strict=True):
-                if self.call(copy, prep) == "refused":
-                    return "refused"
-        if self.calls[True] < min_calls:
+            for o in self.objects:
+                for side in o.sides:
+                    if self.call(o, prepared[side], side) == "refused":
+                        return "refused"
+        if self.objects[0].calls < min_calls:
             return "ill-posed"
-        for where, ret, snapshot in self.kept:
+        for o, where, ret, snapshot in self.kept:
             if not np.array_equal(np.asarray(ret), snapshot, equal_nan=True):
+                mode = " (compile=True)" if o.compile else ""
                 raise self.fail(
-                    "returned gradient overwritten by a later call",
+                    f"returned gradient overwritten by a later call{mode}",
                     [
                         "# ... and the later calls above",
                         f"# {where}: when returned {_fmt(snapshot)}",
@@ -330,15 +420,26 @@ class _Session:
         in the same layout); IllPosed when these inputs leave the smooth region."""
         p = self.program
         layouts = plan.layouts_copy if copy else plan.layouts_nocopy
-        layout_src = []
+        layout_src, shown = [], []  # (shown: the reproducer's, which installs captured arrays)
         for i, s in enumerate(p.inputs):
-            layout_src += layout_lines(s.name, i, s, layout_name(s, layouts[i]))
+            lines = layout_lines(s.name, i, s, layout_name(s, layouts[i]))
+            layout_src += lines
+            shown += install_lines(s, i, layout_name(s, layouts[i])) if s.captured else lines
         code = compile("\n".join(layout_src), "<fuzz inputs>", "exec")
+        captured = [s.name for s in p.inputs if s.captured]
+        namespace = self.f.__globals__
 
-        def build(vals: list[Any]) -> list[Any]:
+        def lay_out(vals: list[Any]) -> dict[str, Any]:
             env: dict[str, Any] = {"np": np, **{f"V{i}": v for i, v in enumerate(vals)}}
             exec(code, env)
-            return [env[s.name] for s in p.inputs]
+            return env
+
+        def build(vals: list[Any]) -> list[Any]:
+            """The arguments of f; captured arrays installed as f's globals."""
+            env = lay_out(vals)
+            for name in captured:
+                install(namespace, name, env[name])
+            return [env[s.name] for s in p.params]
 
         for flip in (True, False) if plan.flip else (False,):
             dtypes = call_dtypes(p, flip)
@@ -355,71 +456,91 @@ class _Session:
                 raise
             break
         vals64 = [_upcast(v) for v in vals]
-        _, regs = run_reference(p, build(vals64))
+        env = lay_out(vals64)
+        _, regs = run_reference(p, [env[s.name] for s in p.inputs])
         scale = loss_scale(p, regs)
         fds = {i: fd_grad(self.f, build, vals64, i, H) for i in self.active}
         fd2s = {i: fd_grad(self.f, build, vals64, i, 2 * H) for i in self.active}
         dtype = "float32" if "float32" in dtypes else dtypes[self.active[0]]
-        setup = [*vlines, *layout_src]
+        setup = [*vlines, *shown]
         return _Prepared(setup, lambda: build(vals), np_value, dtype, scale, fds, fd2s)
 
-    def call(self, copy: bool, prep: _Prepared) -> str:
+    def call(self, o: _Object, prep: _Prepared, side: int) -> str:
         """Call the object under test; raise a Defect on any broken promise. A failure on a later
         call is repeated on a new object: if that fails too, the defect is reported as a first
-        call (of the new object), else as a later-call defect (state kept between calls)."""
-        self.calls[copy] += 1
-        n = self.calls[copy]
-        vg_name = "vg" if copy else "vg_nocopy"
-        desc = f"call {n} of {vg_name} (copy={copy})"
-        xs = prep.rebuild()
-        failure = self.attempt(self.vgs[copy], copy, prep, xs, desc)
+        call (of the new object), else as a later-call defect (state kept between calls). A
+        compiled object's later call says whether it replayed a trace or traced f again."""
+        o.calls += 1
+        n = o.calls
+        desc = f"call {n} of {o.label}"
+        replays = o.vg.tracer.replays if o.compile else 0
+        failure = self.attempt(o, o.vg, prep, prep.rebuild(), desc, side)
         if failure == "refused":
             return "refused"
-        lines = [f"# {desc}", *prep.setup, f"value, grads = {vg_name}({self.names})"]
+        lines = [f"# {desc}", *prep.setup, f"value, grads = {o.name}({self.names})"]
+        if o.compile:
+            replayed = o.vg.tracer.replays > replays
+            STATS["compiled calls"] += 1
+            STATS["compiled calls replayed"] += replayed
+            lines[0] += ": replays a trace" if replayed else ": traces f"
         if failure is None:
-            self.succeeded = True
+            self.succeeded[side] |= not o.compile
             self.history += lines
             return "ok"
         assert isinstance(failure, tuple)
         kind, detail = failure
+        mode = "compile=True, " if o.compile else ""
         if n > 1:
-            fresh = rulekit.value_and_grad(self.f, argnums=self.argnums, copy=copy)
-            desc1 = f"call 1 of a new {vg_name} (copy={copy})"
-            again = self.attempt(fresh, copy, prep, prep.rebuild(), desc1)
+            fresh = o.make(self.f, self.argnums)
+            desc1 = f"call 1 of a new {o.label}"
+            again = self.attempt(o, fresh, prep, prep.rebuild(), desc1, side)
             if again is not None and again != "refused":  # (the history stays: rulekit has
                 # global state, and the new object may fail only after the calls before it)
-                new = (
-                    f"{vg_name} = rulekit.value_and_grad(f, argnums={self.argnums!r}, copy={copy})"
-                )
-                lines = [*lines, f"# ... and on {desc1}:", new, *prep.setup, lines[-1]]
-                raise self.fail(f"{again[0]} (first call)", [*lines, *again[1]])
+                lines = [*lines, f"# ... and on {desc1}:", o.source(self.argnums), *prep.setup,
+                         lines[-1]]  # fmt: skip
+                raise self.fail(f"{again[0]} ({mode}first call)", [*lines, *again[1]])
         when = "first call" if n == 1 else "later call"
-        raise self.fail(f"{kind} ({when})", [*lines, *detail])
+        if o.compile and n > 1:
+            when += ", replayed" if replayed else ", traced again"
+        raise self.fail(f"{kind} ({mode}{when})", [*lines, *detail])
 
     @property
     def names(self) -> str:
-        return ", ".join(s.name for s in self.program.inputs)
+        return ", ".join(s.name for s in self.program.params)
 
     def attempt(
-        self, vg: Any, copy: bool, prep: _Prepared, xs: list[Any], desc: str
+        self, o: _Object, vg: Any, prep: _Prepared, xs: list[Any], desc: str, side: int
     ) -> tuple[str, list[str]] | str | None:
         """One call: None if all is well, "refused" for a clean refusal before any success,
         else (defect kind, comment lines with observed vs expected)."""
         p = self.program
-        before = [np.array(x, copy=True) for x in xs]
+        namespace = self.f.__globals__
+        held = {s.name: x for s, x in zip(p.params, xs, strict=True)}
+        held.update({s.name: namespace[s.name] for s in p.inputs if s.captured})
+        before = {n: np.array(x, copy=True) for n, x in held.items()}
         STATS["engine calls"] += 1
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("error")
+                # (a compiled object that traces on every call says so: correct, only slow)
+                warnings.simplefilter("ignore", rulekit.RetraceWarning)
                 value, grads = vg(*xs)
         except Exception as e:
             msg = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-            if _is_refusal(e) and not self.succeeded:
+            if _is_refusal(e) and not o.compile and not any(self.succeeded):
                 REFUSALS[f"{type(e).__name__} at {_where(e)}: {msg[:160]}"] += 1
                 return "refused"
-            kind = "refusal depending on the layout" if _is_refusal(e) else "internal error"
+            if not _is_refusal(e):
+                kind = "internal error"
+            elif o.compile and self.succeeded[side]:
+                kind = "refusal only with compile=True"  # (eager ran these very inputs)
+            else:
+                kind = "refusal depending on the layout"
             return f"{kind} ({type(e).__name__} at {_where(e)})", [f"# raises {msg}", *_tb_lines(e)]
-        for s, x, b in zip(p.inputs, xs, before, strict=True):
+        for s in p.inputs:
+            x, b = held[s.name], before[s.name]
+            if s.captured and namespace[s.name] is not x:
+                return "input changed by the call", [f"# {desc}: global {s.name} rebound"]
             if not np.array_equal(np.asarray(x), b, equal_nan=True):
                 lines = [
                     f"# {desc}: {s.name} changed",
@@ -438,7 +559,8 @@ class _Session:
             return "wrong number of gradients", [f"# got {len(gs)}"]
         kept = []
         for i, g in zip(self.active, gs, strict=True):
-            s, x = p.inputs[i], xs[i]
+            s = p.inputs[i]
+            x = held[s.name]
             want = np.asarray(x).dtype
             if (
                 np.shape(g) != s.shape
@@ -466,9 +588,9 @@ class _Session:
                     f"# worst element {tuple(map(int, k))}: |error| {err[k]:.3g} "
                     f"> tolerance {tol[k]:.3g}",
                 ]
-            if copy and isinstance(g, np.ndarray):
-                kept.append((f"{desc}, grad of {s.name}", g, g.copy()))
-        if vg is self.vgs.get(copy):
+            if o.copy and isinstance(g, np.ndarray):
+                kept.append((o, f"{desc}, grad of {s.name}", g, g.copy()))
+        if vg is o.vg:
             self.kept += kept
         return None
 
@@ -478,10 +600,18 @@ def _tb_lines(e: BaseException) -> list[str]:
     return [f"#   {fr.filename.rsplit('/', 1)[-1]}:{fr.lineno} in {fr.name}" for fr in frames]
 
 
-def check_program(program: Program, plans: list[CallPlan], min_calls: int = 3) -> str:
-    """Run the differential check; return "ok", "refused" or "ill-posed", or raise a Defect."""
+def check_program(
+    program: Program,
+    plans: list[CallPlan],
+    min_calls: int = 3,
+    compiled: tuple[bool, ...] = (True, False),
+) -> str:
+    """Run the differential check; return "ok", "refused" or "ill-posed", or raise a Defect.
+
+    `compiled`: a `compile=True` object is checked for each `copy` value given (the fuzzer
+    draws one per program: the budget goes to more programs)."""
     STATS["programs"] += 1
-    status = _Session(program).run(plans, min_calls)
+    status = _Session(program, compiled).run(plans, min_calls)
     STATS[f"programs {status}"] += 1
     return status
 

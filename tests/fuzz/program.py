@@ -56,8 +56,10 @@ class Guard:
     """A condition checked on plain numpy values just before its step runs.
 
     kind: "gap" (max/min lanes, `axis`), "gap2" (np.maximum/np.minimum of regs[0], regs[1]),
-    "away0" (|regs[0]| ≥ threshold), "positive", "spread" (std lanes, `axis`, `ddof`),
-    "cond" (regs[0] is a (batch of) well-conditioned square matrices).
+    "away0" (|regs[0]| ≥ threshold: also a branch `if r > 0` or a mask `r > 0`), "positive",
+    "spread" (std lanes, `axis`, `ddof`), "distinct" (argsort lanes along `axis`: no two
+    elements close), "halving" (`while Σ r² > 1: r = r / 2` run on regs[0] does not stop near
+    a switch of its count), "cond" (regs[0] is a (batch of) well-conditioned square matrices).
     """
 
     kind: str
@@ -77,11 +79,19 @@ class Step:
 
 @dataclasses.dataclass(frozen=True)
 class InputSpec:
+    """An argument of the program. dtype "int" is a non-differentiated Python int (shape (),
+    never active) drawn anew for each call from 1, 2, 3: code that depends on it (a loop count,
+    a branch, a power, an axis) differs from call to call, which `compile=True` must guard."""
+
     name: str
     shape: tuple[int, ...]
-    dtype: str  # "float32", "float64" or "complex128"
+    dtype: str  # "float32", "float64", "complex128" or "int"
     active: bool
     scalar: bool = False  # shape () only: passed as a numpy scalar, not a 0-d array
+    # a constant array that f is not passed but reads as a global of its module (a captured
+    # array, as `W` in `def f(x): return np.tanh(W @ x)`): each call rebinds the global to the
+    # call's array, or writes the values into the array it holds when the layout allows
+    captured: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,8 +101,13 @@ class Program:
     loss: tuple[str, ...]  # lines that compute `loss` from the registers
 
     @property
+    def params(self) -> tuple[InputSpec, ...]:
+        """The inputs passed as arguments (all but the captured ones)."""
+        return tuple(s for s in self.inputs if not s.captured)
+
+    @property
     def argnums(self) -> int | tuple[int, ...]:
-        nums = tuple(i for i, s in enumerate(self.inputs) if s.active)
+        nums = tuple(i for i, s in enumerate(self.params) if s.active)
         return nums[0] if len(nums) == 1 and self.int_argnum else nums
 
     @property
@@ -102,7 +117,7 @@ class Program:
         return len(self.steps) % 2 == 0
 
     def source(self) -> str:
-        args = ", ".join(s.name for s in self.inputs)
+        args = ", ".join(s.name for s in self.params)
         body = [line for step in self.steps for line in step.lines] + list(self.loss)
         return "\n".join([f"def f({args}):", *(f"    {b}" for b in body), "    return loss"])
 
@@ -110,11 +125,7 @@ class Program:
         return f"\n# inputs: {self.describe_inputs()}; argnums={self.argnums!r}\n{self.source()}\n"
 
     def describe_inputs(self) -> str:
-        return ", ".join(
-            f"{s.name}: {'np.' + s.dtype + ' scalar' if s.scalar else s.dtype + str(list(s.shape))}"
-            f"{'' if s.active else ' (constant)'}"
-            for s in self.inputs
-        )
+        return ", ".join(_describe(s) for s in self.inputs)
 
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:  # hypothesis's pretty printer
         printer.text(repr(self))
@@ -123,6 +134,15 @@ class Program:
         namespace = dict(NAMESPACE)
         exec(compile(self.source(), "<fuzz program>", "exec"), namespace)
         return namespace["f"]
+
+
+def _describe(s: InputSpec) -> str:
+    if s.dtype == "int":
+        return f"{s.name}: Python int (1, 2 or 3, drawn per call)"
+    kind = f"np.{s.dtype} scalar" if s.scalar else f"{s.dtype}{list(s.shape)}"
+    if s.captured:
+        return f"{s.name}: {kind} (constant, captured: a global that f reads)"
+    return f"{s.name}: {kind}{'' if s.active else ' (constant)'}"
 
 
 # -- the reference run -----------------------------------------------------------------------------
@@ -168,6 +188,16 @@ def _check_guard(g: Guard, env: dict[str, Any]) -> str | None:
             return None
         v = float(np.min(np.var(a, axis=g.axis, ddof=g.ddof)))
         return None if v >= MIN_VARIANCE else f"std of a near-constant lane: var {v:.2e}"
+    if g.kind == "distinct":  # argsort: every pair of a lane apart
+        if a.size == 0 or a.ndim == 0:
+            return None
+        s = np.sort(np.moveaxis(a.real, -1 if g.axis is None else g.axis, -1), axis=-1)
+        gap = float(np.min(np.diff(s, axis=-1))) if s.shape[-1] > 1 else np.inf
+        return None if gap >= KINK_GAP else f"argsort tie: gap {gap:.2e}"
+    if g.kind == "halving":  # `while Σ r² > 1: r = r / 2` stops at the first Σ a² / 4ᵏ ≤ 1
+        q = float(np.sum(np.abs(a) ** 2))
+        m = min(abs(q / 4.0**k - 1.0) for k in range(64))
+        return None if m >= KINK_GAP else f"loop count at a switch: Σ a² = {q:.6g}"
     if g.kind == "cond":
         c = float(np.max(np.linalg.cond(a))) if a.size else 1.0
         return None if c <= MAX_CONDITION else f"ill-conditioned matrix: cond {c:.2e}"

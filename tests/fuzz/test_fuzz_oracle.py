@@ -14,11 +14,13 @@ from typing import Any
 import numpy as np
 import pytest
 from fuzz.generate import programs, sample_values
-from fuzz.oracle import CallPlan, Defect, check_program, fd_grad
+from fuzz.oracle import STATS, CallPlan, Defect, check_program, fd_grad
 from fuzz.program import NAMESPACE, InputSpec, Program, program_from_lines, run_reference
 from hypothesis import HealthCheck, given, settings
 
 import rulekit
+import rulekit._engine._guards
+import rulekit._engine._program
 from rulekit import Array, CoDual, NoRData
 
 # -- planted rules ---------------------------------------------------------------------------------
@@ -117,9 +119,17 @@ def test_generated_programs_are_numpy_programs(program: Program) -> None:
     rng = np.random.default_rng(0)
     args = [sample_values(s, rng) for s in program.inputs]
     copies = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
-    value, _ = run_reference(program, [a.copy() if isinstance(a, np.ndarray) else a for a in args])
+    # (check=False: other values than the generator's samples may leave the smooth region, a
+    # kink of a data-dependent step included; the source must compute the same function anyway)
     with np.errstate(all="ignore"):
-        assert program.compile()(*copies) == value
+        value, _ = run_reference(
+            program, [a.copy() if isinstance(a, np.ndarray) else a for a in args], check=False
+        )
+        f = program.compile()
+        f.__globals__.update({s.name: c for s, c in zip(program.inputs, copies, strict=True)})
+        assert (
+            f(*[c for s, c in zip(program.inputs, copies, strict=True) if not s.captured]) == value
+        )
     assert "def f(" in repr(program) and program.source() in repr(program)
 
 
@@ -189,3 +199,74 @@ def test_complex_gradients_follow_pytorchs_convention() -> None:
     z0 = InputSpec("x0", (2, 3), "complex128", active=True)
     program = program_from_lines((z0,), ["r0 = x0 * x0"], ["r0"], complex_regs=("r0",))
     assert check_program(program, _plans()) == "ok"
+
+
+# -- compile=True ----------------------------------------------------------------------------------
+
+
+def _branch_program() -> Program:
+    x0 = InputSpec("x0", (3, 4), "float64", active=True)
+    lines = ["r0 = np.sum(x0)", "r1 = np.tanh(x0) if r0 > 0 else np.sin(2.0 * x0)"]
+    return program_from_lines((x0,), lines, ["r1"])
+
+
+def _same_layouts(seeds: list[int]) -> list[CallPlan]:
+    return [CallPlan(seed, (0,), (0,)) for seed in seeds]
+
+
+def test_compiled_objects_replay_their_trace() -> None:
+    """Calls 2+ of a compiled object on the layouts of an earlier call are the replay path."""
+    STATS.clear()
+    x0 = InputSpec("x0", (3, 4), "float64", active=True)
+    program = program_from_lines((x0,), ["r0 = np.cumsum(np.tanh(x0).T, axis=1)"], ["r0"])
+    assert check_program(program, _same_layouts([0, 1, 2])) == "ok"
+    # 2 compiled objects x 3 rounds x 2 sides; each traces once and replays the rest
+    assert STATS["compiled calls"] == 12 and STATS["compiled calls replayed"] == 10
+
+
+def test_a_guard_ignored_by_a_replay_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A planted compile=True defect: replays that ignore their guards (every recorded value
+    compares equal) run the branch of the first call on inputs that take the other one. The
+    eager objects get these inputs right, so it is reported as a defect of compile=True alone,
+    on a replayed call, with a reproducer that builds the compiled object."""
+    seeds = [0, 3, 1, 4]  # np.sum(x0) > 0, < 0, > 0, < 0 (the branch flips on every round)
+    signs = [np.sum(0.7 * np.random.default_rng(s).standard_normal((3, 4))) > 0 for s in seeds]
+    assert signs == [True, False, True, False]
+    assert check_program(_branch_program(), _same_layouts(seeds)) == "ok"  # (the real engine)
+    monkeypatch.setattr(rulekit._engine._program, "same", lambda a, b: True)
+    with pytest.raises(Defect) as info:
+        check_program(_branch_program(), _same_layouts(seeds))
+    d = info.value
+    assert d.kind == "wrong value (compile=True, later call, replayed)", d.kind
+    text = str(d)
+    assert "vgc = rulekit.value_and_grad(f, argnums=0, copy=True, compile=True)" in text
+    # the reproducer reproduces it: its last call (a replay) returns the other branch's value
+    env: dict[str, Any] = {}
+    exec(text.split("\n\n", 1)[1], env)
+    assert env["vgc"].tracer.replays >= 1
+    x = env["x0"]
+    expected = np.sum(np.cos(np.arange(1.0, 13.0)).reshape(3, 4) * np.sin(2.0 * x))
+    assert not np.isclose(env["value"], expected)
+
+
+def test_a_captured_array_ignored_by_a_replay_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A planted compile=True defect: replays that never look at what f captured use the array
+    of the trace after the global was rebound to another one. The rebinding happens when the
+    captured array's layout changes (C, then F): the arguments' layouts stay, so it replays."""
+    x0 = InputSpec("x0", (3, 4), "float64", active=True)
+    x1 = InputSpec("x1", (3, 4), "float64", active=False, captured=True)
+    program = program_from_lines((x0, x1), ["r0 = np.tanh(x0 * x1)"], ["r0"])
+    assert program.source().startswith("def f(x0):")
+    plans = [CallPlan(seed, (0, seed % 2), (0, seed % 2)) for seed in range(4)]
+    assert check_program(program, plans) == "ok"  # (the real engine)
+    monkeypatch.setattr(rulekit._engine._guards.Captures, "changed", lambda self: None)
+    with pytest.raises(Defect) as info:
+        check_program(program, plans)
+    d = info.value
+    assert d.kind == "wrong value (compile=True, later call, replayed)", d.kind
+    text = str(d)
+    assert "x1 = _x1  # f captured x1: the global rebound" in text
+    env: dict[str, Any] = {}
+    exec(text.split("\n\n", 1)[1], env)  # the reproducer reproduces it
+    expected = np.sum(np.cos(np.arange(1.0, 13.0)).reshape(3, 4) * np.tanh(env["x0"] * env["x1"]))
+    assert not np.isclose(env["value"], expected)
