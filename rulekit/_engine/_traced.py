@@ -30,14 +30,14 @@ from rulekit._engine._tape import Tape
 from rulekit._engine._wrappers import suggest_wrapper
 from rulekit._errors import TracingError, subclass_error
 
-__all__ = ["Traced", "TracedArray", "TracedScalar", "find_tape", "refuse_out"]
+__all__ = ["Traced", "TracedArray", "TracedScalar", "find_tape", "primal", "refuse_out"]
 
 
 def _on_primals(func: Any, args: Any, kwargs: Any) -> Any:
     """Run a function without derivative on the primal values; refuse writes into traced arrays
     (`np.any(x > 0, out=buf)` with a traced buf would change it behind the tape's back)."""
     refused = isinstance(kwargs.get("out"), Traced)  # (checked first: nothing is written)
-    out = None if refused else func(*_primal(args), **_primal(kwargs))
+    out = None if refused else func(*primal(args), **primal(kwargs))
     if refused or any(isinstance(a, Traced) and out is a.cd.x for a in args):
         raise refuse_out(func)
     return out
@@ -72,15 +72,15 @@ class _Fallbacks(threading.local):
 _falling_back = _Fallbacks()
 
 
-def _primal(x: Any) -> Any:
+def primal(x: Any) -> Any:
     """`x` with traced values replaced by their primals (in tuples, lists and dicts too)."""
     if isinstance(x, Traced):
         return x.cd.x
     t = type(x)
     if t is tuple or t is list:
-        return t(_primal(e) for e in x)
+        return t(primal(e) for e in x)
     if t is dict:
-        return {k: _primal(v) for k, v in x.items()}
+        return {k: primal(v) for k, v in x.items()}
     return x
 
 

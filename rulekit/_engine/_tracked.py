@@ -28,7 +28,7 @@ import numpy as np
 from rulekit._codual import CoDual
 from rulekit._engine._state import foreign_trace_error, trace_state
 from rulekit._engine._tape import Tape
-from rulekit._engine._traced import Traced, TracedArray, TracedScalar, refuse_out
+from rulekit._engine._traced import Traced, TracedArray, TracedScalar, primal, refuse_out
 
 __all__ = ["WRITERS", "TrackedArray", "TrackedScalar", "primal_call", "track"]
 
@@ -145,18 +145,6 @@ def _traced_in(x: Any, into: dict[int, Traced]) -> dict[int, Traced]:
         for e in x.values():
             _traced_in(e, into)
     return into
-
-
-def primal(x: Any) -> Any:
-    """`x` with traced values replaced by their primals (in tuples, lists and dicts too)."""
-    if isinstance(x, Traced):
-        return x.cd.x
-    t = type(x)
-    if t is tuple or t is list:
-        return t(primal(e) for e in x)
-    if t is dict:
-        return {k: primal(v) for k, v in x.items()}
-    return x
 
 
 def _written(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
