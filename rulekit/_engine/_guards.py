@@ -198,8 +198,9 @@ class Captures:
                     self._add(_item(attrs, k), v, f"{what}.{k}", depth + 1)
 
     def _walk_callable(self, f: Any, what: str, depth: int) -> None:
-        if isinstance(f, types.MethodType):
-            self._add(lambda: f.__self__, f.__self__, f"{what}.__self__", depth)
+        if isinstance(f, types.MethodType):  # (its object's attributes are watched)
+            owner = f.__self__
+            self._add(lambda: owner, owner, f"{what}.__self__", depth)
             f = f.__func__
         if hasattr(f, "func") and hasattr(f, "args") and hasattr(f, "keywords"):  # partial
             self._add(lambda: f.func, f.func, f"{what}.func", depth)
@@ -215,6 +216,9 @@ class Captures:
             if isinstance(attrs, dict) and not isinstance(f, type):
                 for k, v in list(attrs.items()):
                     self._add(_item(attrs, k), v, f"{what}.{k}", depth)
+                call = getattr(type(f), "__call__", None)  # (and what its __call__ reads)
+                if isinstance(call, types.FunctionType):
+                    self._walk_callable(call, f"{what}.__call__", depth + 1)
             return
         glob = getattr(f, "__globals__", {})
         for name in sorted(_names(code)):

@@ -425,3 +425,37 @@ def test_tracked_numpy_scalars_are_subscriptable(rng: np.random.Generator) -> No
         return np.sum(np.tanh(x)) * np.sum(s[s > 0]) + s[()] * np.sum(x) + buf[0] * x[0]
 
     agree(f, [(rng.standard_normal(3), rng.standard_normal(4)) for _ in range(4)])
+
+
+SCALE = 1.0
+
+
+class _Model:
+    def __init__(self, W: np.ndarray) -> None:
+        self.W = W
+
+    def loss(self, x: Any) -> Any:
+        return np.sum(np.tanh(self.W @ x))
+
+    def __call__(self, x: Any) -> Any:
+        return SCALE * np.sum(np.sin(self.W @ x))
+
+
+def test_methods_and_callable_objects_replay_and_see_their_attributes(
+    rng: np.random.Generator,
+) -> None:
+    global SCALE
+    model = _Model(rng.standard_normal((3, 3)))
+    x = rng.standard_normal(3)
+    try:
+        for fn in (model.loss, model):
+            compiled = rulekit.value_and_grad(fn, compile=True)
+            for n in range(6):
+                _equal(compiled(x), rulekit.value_and_grad(fn)(x), f"{fn}, call {n}")
+                if n == 2:
+                    model.W = rng.standard_normal((3, 3))  # (an attribute rebound)
+                if n == 3:
+                    SCALE = 2.0  # (a global its __call__ reads)
+            assert compiled.tracer.replays >= 3
+    finally:
+        SCALE = 1.0
