@@ -216,7 +216,10 @@ class Captures:
             if isinstance(attrs, dict) and not isinstance(f, type):
                 for k, v in list(attrs.items()):
                     self._add(_item(attrs, k), v, f"{what}.{k}", depth)
-                call = getattr(type(f), "__call__", None)  # (and what its __call__ reads)
+                call = next(  # (and what its class's __call__ reads)
+                    (c.__dict__["__call__"] for c in type(f).__mro__ if "__call__" in c.__dict__),
+                    None,
+                )
                 if isinstance(call, types.FunctionType):
                     self._walk_callable(call, f"{what}.__call__", depth + 1)
             return

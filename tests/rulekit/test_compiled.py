@@ -449,6 +449,7 @@ def test_methods_and_callable_objects_replay_and_see_their_attributes(
     x = rng.standard_normal(3)
     try:
         for fn in (model.loss, model):
+            SCALE = 1.0
             compiled = rulekit.value_and_grad(fn, compile=True)
             for n in range(6):
                 _equal(compiled(x), rulekit.value_and_grad(fn)(x), f"{fn}, call {n}")
