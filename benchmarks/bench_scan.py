@@ -24,37 +24,17 @@ from collections.abc import Callable  # noqa: E402
 from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
+from bench_engine import rnn as rnn_loop  # noqa: E402  (the definitions measured before)
+from bench_engine import rnn_hand  # noqa: E402
 
 import rulekit  # noqa: E402
-from rulekit._scan import scan  # noqa: E402
-
-
-def rnn_loop(Wh: Any, Wx: Any, xs: Any) -> Any:
-    h = np.zeros(Wh.shape[0])
-    for t in range(xs.shape[0]):
-        h = np.tanh(Wh @ h + Wx @ xs[t])
-    return np.sum(h**2)
+from rulekit import scan  # noqa: E402
 
 
 def rnn_scan(Wh: Any, Wx: Any, xs: Any, checkpoint: bool = False) -> Any:
     h0 = np.zeros(Wh.shape[0])
     h, _ = scan(lambda h, x: (np.tanh(Wh @ h + Wx @ x), None), h0, xs, checkpoint=checkpoint)
     return np.sum(h**2)
-
-
-def rnn_hand(Wh: np.ndarray, Wx: np.ndarray, xs: np.ndarray) -> Any:
-    hs = [np.zeros(Wh.shape[0])]
-    for t in range(xs.shape[0]):
-        hs.append(np.tanh(Wh @ hs[-1] + Wx @ xs[t]))
-    dh = 2 * hs[-1]
-    dWh, dWx, dxs = np.zeros_like(Wh), np.zeros_like(Wx), np.zeros_like(xs)
-    for t in range(xs.shape[0] - 1, -1, -1):
-        da = dh * (1 - hs[t + 1] ** 2)
-        dWh += np.outer(da, hs[t])
-        dWx += np.outer(da, xs[t])
-        dxs[t] = Wx.T @ da
-        dh = Wh.T @ da
-    return np.sum(hs[-1] ** 2), (dWh, dWx, dxs)
 
 
 def main(argv: list[str] | None = None) -> None:
