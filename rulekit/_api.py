@@ -232,6 +232,17 @@ class ValueAndGrad:
         result = grads[0] if _is_int(self.argnums) else grads
         return ((value, aux), result) if self.has_aux else (value, result)
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> ValueAndGrad:
+        """A new object with the same function and options, and its own (fresh) rules,
+        buffers and traces: they hold pooled state a copy must not share or duplicate."""
+        return ValueAndGrad(
+            self.f, self.argnums, has_aux=self.has_aux, copy=self.copy, compile=self.compile
+        )
+
+    def __copy__(self) -> ValueAndGrad:
+        """As `__deepcopy__`."""
+        return self.__deepcopy__({})
+
     def _value(self, out: Any, tape: Tape, fname: str) -> Any:
         x = out.cd.x if isinstance(out, Traced) else out
         if not (

@@ -460,3 +460,21 @@ def test_methods_and_callable_objects_replay_and_see_their_attributes(
             assert compiled.tracer.replays >= 3
     finally:
         SCALE = 1.0
+
+
+@pytest.mark.parametrize("compile", [False, True])
+def test_copies_of_a_used_object_start_afresh(compile: bool, rng: np.random.Generator) -> None:
+    import copy
+
+    def f(x: Any) -> Any:
+        return np.sum(np.sin(x) * 2.0) + np.sum(x[::2] ** 2)
+
+    vg = rulekit.value_and_grad(f, compile=compile, copy=False)
+    x = rng.standard_normal(5)
+    vg(x)
+    vg(x)
+    for c in (copy.copy(vg), copy.deepcopy(vg), copy.deepcopy([vg])[0]):
+        for n in range(3):
+            y = rng.standard_normal(5)
+            _equal(c(y), rulekit.value_and_grad(f)(y), f"copy, call {n}")
+            _equal(vg(y), rulekit.value_and_grad(f)(y), f"original, call {n}")
