@@ -135,10 +135,14 @@ class _Entry:
             self.snapshot = obj
 
     def changed(self) -> bool:
+        """Whether the value differs from the one traced (an error comparing: changed)."""
         try:
-            now = self.get()
-        except Exception:
+            return self._changed()
+        except Exception:  # (gone from its holder, or an object array that cannot compare)
             return True
+
+    def _changed(self) -> bool:
+        now = self.get()
         obj = self.obj
         if isinstance(obj, np.ndarray):
             if now is not obj:
