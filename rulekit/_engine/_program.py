@@ -174,9 +174,11 @@ class Program:
         collect(inputs, table)
         kinds = self.kinds
         freeze = tape.freeze if self.freeze else None
+        # (tracked values: written only by this program's own steps, if it writes at all)
+        tracked = tape.freeze if self.freeze or self.mutates else None
         for step in self.steps:
             if isinstance(step, DirectStep):
-                if not step.run(tape, table, freeze):
+                if not step.run(tape, table, freeze, tracked):
                     self._fail(step)
                 continue
             if isinstance(step, Guard):

@@ -77,9 +77,11 @@ class Guard:
 
 
 class DirectStep:
-    """A step that runs itself: `run(tape, table, freeze)` calls its rule(s) on the slot
-    table's CoDuals, appends the records to the tape and stores its outputs in the table;
-    False (or GuardFailed) when its result does not have the recorded shape.
+    """A step that runs itself: `run(tape, table, freeze, tracked)` calls its rule(s) on the
+    slot table's CoDuals, appends the records to the tape and stores its outputs in the
+    table; False (or GuardFailed) when its result does not have the recorded shape.
+    `freeze` and `tracked` snapshot constant arrays and tracked values a rule reads
+    (`Tape.freeze`), or are None where nothing can overwrite them before the pullbacks.
 
     `RuleStep` is one rule call; program passes (`PASSES`) may replace runs of them by
     other direct steps, e.g. one fused kernel for a chain of elementwise calls.
@@ -88,7 +90,7 @@ class DirectStep:
     __slots__ = ()
     f: Any
 
-    def run(self, tape: Tape, table: dict[int, CoDual], freeze: Any) -> bool:
+    def run(self, tape: Tape, table: dict[int, CoDual], freeze: Any, tracked: Any) -> bool:
         raise NotImplementedError
 
     def read_slots(self) -> list[int]:
@@ -168,7 +170,7 @@ class RuleStep(DirectStep):
         slots = [v for kind, v in self.spec if kind is _ACTIVE or kind is _TRACKED]
         return slots + [v for kind, v in self.kwspec.values() if kind is not _VALUE]
 
-    def run(self, tape: Tape, table: dict[int, CoDual], freeze: Any) -> bool:
+    def run(self, tape: Tape, table: dict[int, CoDual], freeze: Any, tracked: Any) -> bool:
         """Call the rule on this replay's values; False if the result's shape differs."""
         cds = []
         for kind, v in self.spec:
@@ -181,9 +183,10 @@ class RuleStep(DirectStep):
                     raise GuardFailed(changed_constant(self.f))
                 a = v.a
                 cds.append(CoDual(a if freeze is None else freeze(a), None))
-            else:  # (tracked: later calls may write into it, so always a snapshot)
+            else:  # (tracked: a snapshot if a later call may write into it)
                 x = table[v].x
-                cds.append(CoDual(tape.freeze(x) if type(x) is np.ndarray else x, None))
+                frozen = tracked is not None and type(x) is np.ndarray
+                cds.append(CoDual(tracked(x) if frozen else x, None))
         kw: dict[str, Any] = {}
         for name, (kind, v) in self.kwspec.items():
             if kind is _VALUE:
@@ -224,12 +227,13 @@ def writes(step: Any) -> bool:
 
 
 def _meta(cd: CoDual) -> tuple[Any, ...] | None:
-    """(shape, dtype, whether its primal and fdata are C-contiguous arrays) of a CoDual."""
+    """(shape, dtype, whether the primal is C-contiguous, whether the fdata is a C-contiguous
+    array) of a CoDual whose primal is an array; None otherwise."""
     x, dx = cd.x, cd.dx
     if not isinstance(x, np.ndarray):
         return None
-    contiguous = x.flags.c_contiguous and isinstance(dx, np.ndarray) and dx.flags.c_contiguous
-    return (x.shape, x.dtype, contiguous)
+    fdata = isinstance(dx, np.ndarray) and dx.flags.c_contiguous
+    return (x.shape, x.dtype, x.flags.c_contiguous, fdata)
 
 
 def changed_constant(f: Any) -> str:

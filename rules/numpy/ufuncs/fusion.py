@@ -62,11 +62,14 @@ def _declarations() -> dict[Any, Elementwise]:
     }
 
 
+_CLOSING = (np.sum, np.mean)  # (reductions of the whole array that may end a chain)
+
+
 class _Op:
     """One call of a chain: its declaration and operands ("in", j), ("v", m) or ("c", n)."""
 
     def __init__(self, decl: Elementwise | None, operands: list[tuple[str, int]]) -> None:
-        self.decl = decl  # None: the closing np.sum
+        self.decl = decl  # None: the closing np.sum or np.mean
         self.operands = operands
 
 
@@ -74,32 +77,37 @@ def _chain_op(
     step: RuleStep,
     decls: dict[Any, Elementwise],
     shape: Any,
-    inputs: dict[int, int],
+    inputs: dict[int, tuple[int, bool]],
     values: dict[int, int],
     consts: list[float],
 ) -> _Op | None:
-    """`step` as the next op of a chain over arrays of `shape`, or None if it cannot be."""
+    """`step` as the next op of a chain over arrays of `shape`, or None if it cannot be.
+
+    `inputs` maps the chain's input slots to (index, active): an active input gets a
+    cotangent; a tracked one (no derivative: a non-differentiated argument, a mask) is
+    only read."""
     if step.kwspec or step.k is None:
         return None
-    is_sum = step.f is np.sum
-    decl = None if is_sum else decls.get(step.f)
-    if decl is None and not is_sum:
+    closing = step.f in _CLOSING
+    decl = None if closing else decls.get(step.f)
+    if decl is None and not closing:
         return None
     operands: list[tuple[str, int]] = []
     for (kind, v), meta in zip(step.operands(), step.meta, strict=False):
-        if kind == "active" and meta is not None:
-            if meta[0] != shape or meta[1] != _F64 or not meta[2]:
+        if kind in ("active", "tracked") and meta is not None:
+            active = kind == "active"
+            if meta[0] != shape or meta[1] != _F64 or not meta[2] or (active and not meta[3]):
                 return None
             if v in values:
                 operands.append(("v", values[v]))
             else:
-                operands.append(("in", inputs.setdefault(v, len(inputs))))
+                operands.append(("in", inputs.setdefault(v, (len(inputs), active))[0]))
         elif kind == "value" and type(v) in (float, int, np.float64):
             operands.append(("c", len(consts)))
             consts.append(float(v))
         else:
             return None
-    if is_sum:
+    if closing:
         return _Op(None, operands) if len(operands) == 1 and operands[0][0] == "v" else None
     out = step.meta[-1]
     if out is None or out[0] != shape or out[1] != _F64:
@@ -135,9 +143,9 @@ def _longest_chain(
         return None, 0
     shape = first.meta[-1][0]
     members: list[RuleStep] = []
-    probe: tuple[dict[int, int], dict[int, int], list[float]] = ({}, {}, [])
+    probe: tuple[dict[int, tuple[int, bool]], dict[int, int], list[float]] = ({}, {}, [])
     for step in steps[i:]:
-        if not isinstance(step, RuleStep) or (members and members[-1].f is np.sum):
+        if not isinstance(step, RuleStep) or (members and members[-1].f in _CLOSING):
             break
         if step.k is None or _chain_op(step, decls, shape, *probe) is None:
             break
@@ -149,9 +157,12 @@ def _longest_chain(
         if all(i <= u <= end for m in members[:-1] for u in uses.get(m.k, [])):  # type: ignore[arg-type]
             break
         members.pop()
-    if len(members) < _MIN_CALLS or all(m.f is np.sum for m in members):
+    size = int(np.prod(shape))
+    if members and members[-1].f is np.mean and size == 0:
+        members.pop()  # (the mean of nothing is NumPy's nan and warning: left to its rule)
+    if len(members) < _MIN_CALLS or all(m.f in _CLOSING for m in members):
         return None, 0
-    inputs: dict[int, int] = {}  # slot → input index
+    inputs: dict[int, tuple[int, bool]] = {}  # slot → (input index, active)
     values: dict[int, int] = {}  # slot → op index, for the chain's values
     consts: list[float] = []
     ops = []
@@ -160,11 +171,13 @@ def _longest_chain(
         assert op is not None and m.k is not None
         ops.append(op)
         values[m.k] = len(ops) - 1
-    kernels = _kernels(ops, len(inputs), consts)
+    slots = sorted(inputs, key=inputs.__getitem__)
+    active = [inputs[s][1] for s in slots]
+    kernels = _kernels(ops, active, consts)
     if kernels is None:
         return None, 0
-    slots = sorted(inputs, key=inputs.__getitem__)
-    return FusedStep(members, slots, np.array(consts or [0.0]), kernels), len(members)
+    fused = FusedStep(members, slots, active, np.array(consts or [0.0]), kernels, size)
+    return fused, len(members)
 
 
 class FusedStep(DirectStep):
@@ -174,11 +187,17 @@ class FusedStep(DirectStep):
     pullback runs the reverse kernel: x̄ⱼ += Σ (∂ chain / ∂ xⱼ) · ȳ, element by element.
     """
 
-    __slots__ = ("buffers", "consts", "f", "fused", "k", "kernels", "last", "site", "slots",
-                 "summed")  # fmt: skip
+    __slots__ = ("active", "buffers", "consts", "f", "fused", "k", "kernels", "last", "scale",
+                 "site", "slots", "summed")  # fmt: skip
 
     def __init__(
-        self, members: list[RuleStep], slots: list[int], consts: np.ndarray, kernels: Any
+        self,
+        members: list[RuleStep],
+        slots: list[int],
+        active: list[bool],
+        consts: np.ndarray,
+        kernels: Any,
+        size: int,
     ) -> None:
         self.fused = members
         self.last = members[-1]
@@ -188,20 +207,32 @@ class FusedStep(DirectStep):
         self.slots = slots
         self.consts = consts
         self.kernels = kernels
-        self.summed = self.last.f is np.sum
+        self.active = active  # per input: gets a cotangent (else: tracked, only read)
+        self.summed = self.last.f in _CLOSING
+        self.scale = 1.0 / size if self.last.f is np.mean else 1.0  # (a mean: Σ/n, ȳ/n)
         self.buffers: list[tuple[np.ndarray, np.ndarray]] = []  # (value, fdata), reused
         self.site = Site((self, None), "fused chain", None)
 
     def read_slots(self) -> list[int]:
         return list(self.slots)
 
-    def run(self, tape: Any, table: dict[int, CoDual], freeze: Any) -> bool:
+    def run(self, tape: Any, table: dict[int, CoDual], freeze: Any, tracked: Any) -> bool:
         xs = [table[s] for s in self.slots]
-        for cd in xs:  # (the recording's layouts; a flattening copy would lose cotangents)
-            if not (cd.x.flags.c_contiguous and cd.dx.flags.c_contiguous):
+        flat = []
+        grads = []
+        for cd, active in zip(xs, self.active, strict=True):
+            x = cd.x  # (the recording's layouts; a flattening copy would lose cotangents)
+            if not x.flags.c_contiguous:
                 return False
-        flat = [cd.x.reshape(-1) for cd in xs]
+            if active:
+                if not cd.dx.flags.c_contiguous:
+                    return False
+                grads.append(cd)
+            elif tracked is not None:  # (a tracked value a later call may write into)
+                x = tracked(x)
+            flat.append(x.reshape(-1))
         c = self.consts
+        scale = self.scale
         shape = self.last.shape
         k = self.k
         first: int = self.fused[0].k  # type: ignore[assignment]
@@ -209,11 +240,11 @@ class FusedStep(DirectStep):
             return False
         kern = self.kernels
         if self.last.out_slot is not None:  # (a scalar result: its cotangent is rdata)
-            y = np.float64(kern.forward_sum(*flat, c))
+            y = np.float64(kern.forward_sum(*flat, c) * scale)
             out: CoDual[Any] = CoDual(y, NoFData())
 
             def fused_scalar_pullback(dy: Any) -> tuple[Any, ...]:
-                kern.reverse_sum(*flat, c, dy, *[cd.dx.reshape(-1) for cd in xs])
+                kern.reverse_sum(*flat, c, dy * scale, *[cd.dx.reshape(-1) for cd in grads])
                 return (NoRData(),)
 
             pullback: Any = fused_scalar_pullback
@@ -226,7 +257,7 @@ class FusedStep(DirectStep):
                 if freeze is None:
                     self.buffers.append((buf, dbuf))
             if self.summed:
-                buf[()] = kern.forward_sum(*flat, c)
+                buf[()] = kern.forward_sum(*flat, c) * scale
             else:
                 kern.forward(*flat, c, buf.reshape(-1))
             dbuf.fill(0.0)
@@ -234,9 +265,9 @@ class FusedStep(DirectStep):
             summed = self.summed
 
             def fused_pullback(_: Any) -> tuple[Any, ...]:
-                dflat = [cd.dx.reshape(-1) for cd in xs]
+                dflat = [cd.dx.reshape(-1) for cd in grads]
                 if summed:
-                    kern.reverse_sum(*flat, c, dbuf[()], *dflat)
+                    kern.reverse_sum(*flat, c, dbuf[()] * scale, *dflat)
                 else:
                     kern.reverse(*flat, c, dbuf.reshape(-1), *dflat)
                 dbuf.fill(0.0)
@@ -259,21 +290,22 @@ class FusedStep(DirectStep):
 _LOADED: dict[Any, Any] = {}  # chain structure → its kernels (None: numba could not)
 
 
-def _kernels(ops: list[_Op], n_in: int, consts: list[float]) -> Any:
+def _kernels(ops: list[_Op], active: list[bool], consts: list[float]) -> Any:
     """The compiled kernels of a chain, or None if numba cannot compile them (made once per
     chain structure in a process: a retrace finds them here)."""
     key = (
-        n_in,
+        tuple(active),
         tuple((op.decl and op.decl.key, tuple(op.operands), _power(op, consts)) for op in ops),
     )
     if key not in _LOADED:
-        _LOADED[key] = _build(ops, n_in, consts)
+        _LOADED[key] = _build(ops, active, consts)
     return _LOADED[key]
 
 
-def _build(ops: list[_Op], n_in: int, consts: list[float]) -> Any:
+def _build(ops: list[_Op], active: list[bool], consts: list[float]) -> Any:
     decls = [op.decl for op in ops if op.decl is not None]
-    src_of = _source(ops, n_in, consts)
+    n_in, n_grad = len(active), sum(active)
+    src_of = _source(ops, active, consts)
     text = src_of(True)
     h = hashlib.sha256(text.encode())
     for d in decls:
@@ -284,10 +316,10 @@ def _build(ops: list[_Op], n_in: int, consts: list[float]) -> Any:
         c = np.ones(max(1, len(consts)))
         if ops[-1].decl is None:
             mod.forward_sum(*one, c)
-            mod.reverse_sum(*one, c, 1.0, *[np.zeros(2) for _ in range(n_in)])
+            mod.reverse_sum(*one, c, 1.0, *[np.zeros(2) for _ in range(n_grad)])
         else:
             mod.forward(*one, c, np.empty(2))
-            mod.reverse(*one, c, np.ones(2), *[np.zeros(2) for _ in range(n_in)])
+            mod.reverse(*one, c, np.ones(2), *[np.zeros(2) for _ in range(n_grad)])
     except Exception:  # (a function numba cannot compile: the chain stays unfused)
         return None
     return mod
@@ -329,9 +361,10 @@ def _power(op: _Op, consts: list[float]) -> tuple[str, str] | None:
     return f"{{x}} ** {e!r}", f"{e!r} * {{x}} ** {e - 1.0!r}"
 
 
-def _source(ops: list[_Op], n_in: int, consts: list[float]) -> Any:
+def _source(ops: list[_Op], active: list[bool], consts: list[float]) -> Any:
+    n_in = len(active)
     xs = ", ".join(f"x{j}" for j in range(n_in))
-    dxs = ", ".join(f"dx{j}" for j in range(n_in))
+    dxs = "".join(f", dx{j}" for j in range(n_in) if active[j])  # (tracked inputs: none)
     head = ['"""A fused elementwise chain, generated by rules.numpy.ufuncs.fusion."""',
             "import numba", "from rulekit._elementwise import declaration",
             "from rules._support.select import install_numba", "", "install_numba()"]  # fmt: skip
@@ -368,15 +401,16 @@ def _source(ops: list[_Op], n_in: int, consts: list[float]) -> Any:
     for m in range(top):
         rev.append(f"        b{m} = 0.0")
     for j in range(n_in):
-        rev.append(f"        a{j} = 0.0")
+        if active[j]:
+            rev.append(f"        a{j} = 0.0")
     for m in range(top, -1, -1):
         op = ops[m]
         assert op.decl is not None
         args = ", ".join(_operand(o) for o in op.operands)
         power = _power(op, consts)
         for a, (kind, n) in enumerate(op.operands):
-            if kind == "c":
-                continue
+            if kind == "c" or (kind == "in" and not active[n]):
+                continue  # (constants and tracked inputs get no cotangent)
             target = f"b{n}" if kind == "v" else f"a{n}"
             if power is not None:
                 d = power[1].format(x=_operand(op.operands[0]))
@@ -384,7 +418,8 @@ def _source(ops: list[_Op], n_in: int, consts: list[float]) -> Any:
                 d = f"_p{m}_{a}({args}, {f'v{m}' if reads_y[m] else '0.0'})"
             rev.append(f"        {target} += {d} * b{m}")
     for j in range(n_in):
-        rev.append(f"        dx{j}[i] += a{j}")
+        if active[j]:
+            rev.append(f"        dx{j}[i] += a{j}")
     reverse = "\n".join(rev) + "\n"
 
     def source(cache: bool) -> str:
@@ -397,12 +432,12 @@ def _source(ops: list[_Op], n_in: int, consts: list[float]) -> Any:
         if summed:
             parts += ["@_jit_sum", f"def forward_sum({xs}, c):", "    s = 0.0",
                       loop + f"        s += {value}", "    return s", ""]  # fmt: skip
-            parts += ["@_jit", f"def reverse_sum({xs}, c, g, {dxs}):",
+            parts += ["@_jit", f"def reverse_sum({xs}, c, g{dxs}):",
                       recompute + reverse.replace("SUMMED", "True")]  # fmt: skip
         else:
             parts += ["@_jit", f"def forward({xs}, c, y):",
                       loop + f"        y[i] = {value}", ""]  # fmt: skip
-            parts += ["@_jit", f"def reverse({xs}, c, g, {dxs}):",
+            parts += ["@_jit", f"def reverse({xs}, c, g{dxs}):",
                       recompute + reverse.replace("SUMMED", "False")]  # fmt: skip
         return "\n".join(parts) + "\n"
 
