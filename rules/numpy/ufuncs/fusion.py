@@ -233,13 +233,13 @@ class FusedStep(DirectStep):
         flat = []
         grads = []
         for cd, active in zip(xs, self.active, strict=True):
-            x = cd.x  # (the recording's layouts; a flattening copy would lose cotangents)
-            if not x.flags.c_contiguous:
-                return False
-            if active:
-                if not cd.dx.flags.c_contiguous:
+            x = cd.x
+            if active:  # (the recording's layouts; a flattening copy would lose cotangents)
+                if not (x.flags.c_contiguous and cd.dx.flags.c_contiguous):
                     return False
                 grads.append(cd)
+            elif not x.flags.c_contiguous:  # (a tracked value is only read: read a copy)
+                x = np.ascontiguousarray(x)
             elif tracked is not None:  # (a tracked value a later call may write into)
                 x = tracked(x)
             flat.append(x.reshape(-1))
