@@ -397,11 +397,18 @@ def _source(ops: list[_Op], active: list[bool], consts: list[float]) -> Any:
     top = ops[-1].operands[0][1] if summed else last  # (the value the chain returns)
     value = f"v{top}"
     loop = "    for i in range(x0.size):\n" + "".join(f"        {b}\n" for b in body)
-    # The reverse sweep recomputes only the values its partials read (a partial that does
-    # not read its op's output, log1p's 1/(1 + x), spares recomputing that output).
-    reads_y = {m: _power(ops[m], consts) is None and _reads_output(ops[m]) for m in range(top + 1)}
-    needed = {m for m in range(top + 1) if reads_y[m]}
-    needed |= {n for m in range(top + 1) for kind, n in ops[m].operands if kind == "v"}
+    # The reverse sweep runs the ops the returned value depends on: as the tape skips
+    # pullbacks no cotangent reaches, a value computed and never used costs nothing and
+    # cannot turn the gradient into NaN (0·∞ from a partial infinite there).
+    live = {top}
+    for m in range(top, -1, -1):
+        if m in live:
+            live |= {n for kind, n in ops[m].operands if kind == "v"}
+    # It recomputes only the values their partials read (a partial that does not read its
+    # op's output, log1p's 1/(1 + x), spares recomputing that output).
+    reads_y = {m: _power(ops[m], consts) is None and _reads_output(ops[m]) for m in live}
+    needed = {m for m in live if reads_y[m]}
+    needed |= {n for m in live for kind, n in ops[m].operands if kind == "v"}
     for m in range(top, -1, -1):  # (a needed value needs the values it is computed from)
         if m in needed:
             needed |= {n for kind, n in ops[m].operands if kind == "v"}
@@ -410,12 +417,12 @@ def _source(ops: list[_Op], active: list[bool], consts: list[float]) -> Any:
     )
     rev = []  # the reverse sweep: b{m} is the cotangent of v{m}, a{j} of input j
     rev.append(f"        b{top} = g if SUMMED else g[i]")
-    for m in range(top):
+    for m in sorted(live - {top}):
         rev.append(f"        b{m} = 0.0")
     for j in range(n_in):
         if active[j]:
             rev.append(f"        a{j} = 0.0")
-    for m in range(top, -1, -1):
+    for m in sorted(live, reverse=True):
         op = ops[m]
         assert op.decl is not None
         args = ", ".join(_operand(o) for o in op.operands)

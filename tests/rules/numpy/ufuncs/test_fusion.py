@@ -243,3 +243,20 @@ def test_non_differentiated_operands_in_any_layout(layout: str, rng: np.random.G
         pb(1.0)
         np.testing.assert_allclose(dw, fd_grad(loss, (w, y), 0), rtol=1e-6, atol=1e-9)
     assert vg.tracer.traces == 1 and rule.tracer.traces == 1
+
+
+def test_an_unused_value_in_a_chain_cannot_turn_the_gradient_into_nan() -> None:
+    def f(x: Any) -> Any:
+        a = x * 0.0
+        b = np.sqrt(a) * 2.0  # (computed, never used: ∂√a/∂a is ∞ at a = 0)
+        c = a + x * 3.0
+        del b
+        return np.sum(c * c)
+
+    x = np.linspace(0.5, 1.5, 6)
+    want = rulekit.value_and_grad(f)(x)[1]
+    assert np.all(np.isfinite(want))  # (the tape skips pullbacks no cotangent reaches)
+    vg = rulekit.value_and_grad(f, compile=True)
+    for _ in range(3):
+        np.testing.assert_allclose(vg(x)[1], want, rtol=1e-12)
+    assert _fused(vg) >= 1
