@@ -33,7 +33,7 @@ from rulekit._engine._program import GuardFailed, Program
 from rulekit._engine._state import trace_state
 from rulekit._engine._tape import Tape
 from rulekit._engine._trace import Tracer
-from rulekit._engine._traced import Traced
+from rulekit._engine._traced import traced_in
 from rulekit._engine._tracked import TrackedArray
 from rulekit._errors import RetraceWarning
 from rulekit._registry import registry
@@ -56,19 +56,6 @@ def track_input(x: Any, tape: Tape) -> Any:
     if t is dict:
         return {k: track_input(v, tape) for k, v in x.items()}
     return x
-
-
-def _tracked_arrays(x: Any, into: list[np.ndarray]) -> list[np.ndarray]:
-    if isinstance(x, Traced):
-        if x.tracked and isinstance(x.cd.x, np.ndarray):
-            into.append(x.cd.x)
-    elif isinstance(x, (tuple, list)):
-        for e in x:
-            _tracked_arrays(e, into)
-    elif isinstance(x, dict):
-        for e in x.values():
-            _tracked_arrays(e, into)
-    return into
 
 
 class CompiledTracer(Tracer):
@@ -158,7 +145,11 @@ class CompiledTracer(Tracer):
         tape = self.tape_for(program)
         prepared = prepare(tape)
         targs, kwargs = prepared[0], prepared[1]
-        program.inputs = _tracked_arrays((targs, kwargs), [])
+        program.inputs = [
+            t.cd.x
+            for t in traced_in((targs, kwargs))
+            if t.tracked and isinstance(t.cd.x, np.ndarray)
+        ]
         program.start((targs, kwargs))
         tape.program = program
         try:

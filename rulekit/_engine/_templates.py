@@ -16,7 +16,7 @@ import numpy as np
 from rulekit._codual import CoDual
 from rulekit._engine._guards import Snapshot
 from rulekit._engine._tape import Tape
-from rulekit._engine._traced import Traced, TracedScalar
+from rulekit._engine._traced import Traced, TracedScalar, traced_in
 
 __all__ = [
     "Constant",
@@ -119,25 +119,14 @@ def slots_in(x: Any) -> list[int]:
 
 def kinds(x: Any, into: dict[int, type]) -> None:
     """Note the class of each traced value in `x`."""
-    if isinstance(x, Traced):
-        into[x.slot] = type(x)
-    elif isinstance(x, (tuple, list)):
-        for e in x:
-            kinds(e, into)
-    elif isinstance(x, dict):
-        for e in x.values():
-            kinds(e, into)
+    for t in traced_in(x):
+        into[t.slot] = type(t)
 
 
 def collect(x: Any, table: dict[int, CoDual]) -> None:
-    if isinstance(x, Traced):
-        table[x.slot] = x.cd
-    elif isinstance(x, (tuple, list)):
-        for e in x:
-            collect(e, table)
-    elif isinstance(x, dict):
-        for e in x.values():
-            collect(e, table)
+    """Enter each traced value of `x` in a replay's slot table (its CoDual)."""
+    for t in traced_in(x):
+        table[t.slot] = t.cd
 
 
 def signature(x: Any) -> Any:

@@ -19,7 +19,7 @@ from rulekit._codual import CoDual
 from rulekit._engine._call import CallTape
 from rulekit._engine._state import trace_state
 from rulekit._engine._tape import ConstantPool, Site, Tape
-from rulekit._engine._traced import Traced, TracedArray, TracedScalar
+from rulekit._engine._traced import Traced, TracedArray, TracedScalar, traced_in
 from rulekit._errors import RulekitError, TracingError
 from rulekit._registry import registry
 from rulekit._stateful import StatefulRRule
@@ -149,7 +149,7 @@ class Tracer:
             self.reset_rules(tape.sites)
             raise
         self._seed(out, dy, tape)
-        tape.live = _traced_slots(out, set())
+        tape.live = {t.slot for t in traced_in(out) if not t.tracked}
 
     def _seed(self, out: Any, dy: Any, tape: Tape) -> None:
         if isinstance(out, Traced):
@@ -264,20 +264,6 @@ def output_codual(out: Any) -> CoDual:
         return CoDual(out, zero_fdata(out))
     except TypeError as e:
         raise TracingError(f"the traced function returned {type(out).__name__}: {e}") from e
-
-
-def _traced_slots(x: Any, into: set[int]) -> set[int]:
-    """The slots of the active traced values in `x` (inside tuples, lists and dicts too)."""
-    if isinstance(x, Traced):
-        if not x.tracked:
-            into.add(x.slot)
-    elif isinstance(x, (tuple, list)):
-        for e in x:
-            _traced_slots(e, into)
-    elif isinstance(x, dict):
-        for e in x.values():
-            _traced_slots(e, into)
-    return into
 
 
 def _has_traced(x: Any) -> bool:

@@ -17,6 +17,7 @@ import numbers
 import operator
 import sys
 import threading
+from collections.abc import Iterator
 from typing import Any, cast
 
 import numpy as np
@@ -30,7 +31,8 @@ from rulekit._engine._tape import Tape
 from rulekit._engine._wrappers import suggest_wrapper
 from rulekit._errors import TracingError, subclass_error
 
-__all__ = ["Traced", "TracedArray", "TracedScalar", "find_tape", "primal", "refuse_out"]
+__all__ = ["Traced", "TracedArray", "TracedScalar", "find_tape", "primal", "refuse_out",
+           "traced_in"]  # fmt: skip
 
 
 def _on_primals(func: Any, args: Any, kwargs: Any) -> Any:
@@ -390,6 +392,18 @@ class TracedScalar(Traced):
 numbers.Number.register(TracedScalar)
 
 _operators.install(Traced, (TracedArray, TracedScalar))
+
+
+def traced_in(x: Any) -> Iterator[Traced]:
+    """The traced values in `x`, inside tuples, lists and dicts too (depth first)."""
+    if isinstance(x, Traced):
+        yield x
+    elif isinstance(x, (tuple, list)):
+        for e in x:
+            yield from traced_in(e)
+    elif isinstance(x, dict):
+        for e in x.values():
+            yield from traced_in(e)
 
 
 def find_tape(values: Any) -> Tape | None:

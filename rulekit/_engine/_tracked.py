@@ -28,7 +28,7 @@ import numpy as np
 from rulekit._codual import CoDual
 from rulekit._engine._state import foreign_trace_error, trace_state
 from rulekit._engine._tape import Tape
-from rulekit._engine._traced import Traced, TracedArray, TracedScalar, primal, refuse_out
+from rulekit._engine._traced import Traced, TracedArray, TracedScalar, primal, refuse_out, traced_in
 
 __all__ = ["WRITERS", "TrackedArray", "TrackedScalar", "primal_call", "track"]
 
@@ -134,19 +134,6 @@ def track(tape: Tape, y: Any, inputs: dict[int, Traced]) -> Any:
     return y
 
 
-def _traced_in(x: Any, into: dict[int, Traced]) -> dict[int, Traced]:
-    """Traced values in `x` (in tuples, lists and dicts too), by the id of their primal."""
-    if isinstance(x, Traced):
-        into[id(x.cd.x)] = x
-    elif isinstance(x, (tuple, list)):
-        for e in x:
-            _traced_in(e, into)
-    elif isinstance(x, dict):
-        for e in x.values():
-            _traced_in(e, into)
-    return into
-
-
 def _written(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
     """The arguments `f` writes into: `out=` and the destination of numpy's writers."""
     out = kwargs.get("out")
@@ -173,7 +160,7 @@ def primal_call(tape: Tape, f: Any, args: tuple[Any, ...], kwargs: dict[str, Any
         if program is not None:
             program.check_write(f, d)
     y = f(*primal(args), **primal(kwargs))
-    result = track(tape, y, _traced_in((args, kwargs), {}))
+    result = track(tape, y, {id(t.cd.x): t for t in traced_in((args, kwargs))})
     if program is not None:
         program.call(None, primal_call, f, args, kwargs, result)
     return result
