@@ -22,6 +22,7 @@ decides *which* smooth function runs. The mixin is part of the generator's `_Bui
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from fuzz.program import Guard, Step
@@ -126,42 +127,39 @@ class DataDependentSteps:
         return bool(self.add([step], [self.flags(self.traced(b))]))
 
     def _dd_where(self) -> bool:
-        a = self.pick(self._real)
-        if a is None:
-            return False
-        b = self._like(a)
-        expr = self.draw(
-            st.sampled_from(
-                [
-                    f"np.where({a} > 0, {a}, 0.1 * {a})",
-                    f"np.where({a} > 0, np.tanh({b}), 0.5 * {b})",
-                    f"np.where({a} < 0, 2.0, {b})",
-                    f"np.sign({a}) * {b}",
-                ]
-            )
+        return self._dd_pair(
+            lambda a, b: [
+                f"np.where({a} > 0, {a}, 0.1 * {a})",
+                f"np.where({a} > 0, np.tanh({b}), 0.5 * {b})",
+                f"np.where({a} < 0, 2.0, {b})",
+                f"np.sign({a}) * {b}",
+            ],
+            both=True,
         )
-        r = self.new()
-        step = Step("datadep", r, (a, b), (f"{r} = {expr}",), (Guard("away0", (a,)),))
-        return bool(self.add([step], [self.flags(self.traced(a, b))]))
 
     def _dd_mask(self) -> bool:  # a data-dependent shape, reduced at once
+        return self._dd_pair(
+            lambda a, b: [
+                f"np.sum({b}[{a} > 0])",
+                f"({b}[{a} > 0] ** 2).sum()",
+                f"np.sum({b}[np.nonzero({a} > 0)])",
+                f"np.sum({b}[{a} < 0], axis=0)",
+            ],
+            both=False,
+        )
+
+    def _dd_pair(self, exprs: Callable[[str, str], list[str]], both: bool) -> bool:
+        """A step `r = expr(a, b)` where the sign of a decides (kept away from 0); its
+        result is traced through b, and through a too if `both`."""
         a = self.pick(self._real)
         if a is None:
             return False
         b = self._like(a)
-        expr = self.draw(
-            st.sampled_from(
-                [
-                    f"np.sum({b}[{a} > 0])",
-                    f"({b}[{a} > 0] ** 2).sum()",
-                    f"np.sum({b}[np.nonzero({a} > 0)])",
-                    f"np.sum({b}[{a} < 0], axis=0)",
-                ]
-            )
-        )
+        expr = self.draw(st.sampled_from(exprs(a, b)))
         r = self.new()
         step = Step("datadep", r, (a, b), (f"{r} = {expr}",), (Guard("away0", (a,)),))
-        return bool(self.add([step], [self.flags(self.traced(b))]))
+        traced = self.traced(a, b) if both else self.traced(b)
+        return bool(self.add([step], [self.flags(traced)]))
 
     def _dd_setmask(self) -> bool:
         a = self.pick(lambda n: self._real(n) and self.val(n).ndim >= 1)
