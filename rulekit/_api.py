@@ -10,8 +10,6 @@ from typing import Any
 import numpy as np
 
 from rulekit._codual import CoDual
-from rulekit._engine._compiled import CompiledTracer, track_input
-from rulekit._engine._guards import entry_key
 from rulekit._engine._tape import Tape
 from rulekit._engine._trace import Tracer, describe, is_active_leaf, output_codual, untrace
 from rulekit._engine._traced import Traced
@@ -83,6 +81,14 @@ def _check_differentiable(x: Any, where: str) -> None:
         "or complex arrays and scalars (or tuples/lists/dicts of them); pass other values "
         "as constants (leave them out of argnums)."
     )
+
+
+def _compiled_tracer(f: Callable[..., Any]) -> Any:
+    """A `CompiledTracer` for `f`: compiled replay is imported on first use, so that
+    `import rulekit` stays light."""
+    from rulekit._engine._compiled import CompiledTracer
+
+    return CompiledTracer(f)
 
 
 class _GradBuffers:
@@ -169,9 +175,11 @@ class ValueAndGrad:
         self.has_aux = has_aux
         self.copy = copy
         self.compile = compile
-        self.tracer = CompiledTracer(f) if compile else Tracer(f)
-        if isinstance(self.tracer, CompiledTracer):
-            self.tracer.no_user_code_before_pullbacks()
+        self.tracer: Any = Tracer(f)
+        if compile:
+            compiled = _compiled_tracer(f)
+            compiled.no_user_code_before_pullbacks()
+            self.tracer = compiled
         self.buffers = _GradBuffers(reuse=not copy)
         self._value_buf: np.ndarray | None = None
         self._nums: dict[int, tuple[int, ...]] = {}  # argnums, normalised per number of args
@@ -203,13 +211,14 @@ class ValueAndGrad:
                 targs[i] = self.tracer.wrap(x, dxs[i], tape)
             if not tape.tracking:
                 return targs, kwargs, dxs
-            targs = [a if i in dxs else track_input(a, tape) for i, a in enumerate(targs)]
-            return targs, {k: track_input(v, tape) for k, v in kwargs.items()}, dxs
+            track = self.tracer.track
+            targs = [a if i in dxs else track(a, tape) for i, a in enumerate(targs)]
+            return targs, {k: track(v, tape) for k, v in kwargs.items()}, dxs
 
         tracer = self.tracer
-        if isinstance(tracer, CompiledTracer):
+        if self.compile:
             keep: list[Any] = []
-            key, arrays = entry_key(args, kwargs, nums, keep)
+            key, arrays = tracer.key(args, kwargs, nums, keep)
             out, tape, (targs, _, dxs) = tracer.run(key, arrays, keep, prepare)
         else:
             tape = tracer.new_tape()
@@ -347,7 +356,7 @@ class DerivedRule:
     def __init__(self, f: Callable[..., Any], compile: bool = False) -> None:
         self.f = f
         self.compile = compile
-        self.tracer = CompiledTracer(f) if compile else Tracer(f)
+        self.tracer: Any = _compiled_tracer(f) if compile else Tracer(f)
 
     def __call__(self, fc: CoDual, *args: CoDual, **kwargs: Any) -> tuple[CoDual, Any]:
         tracer = self.tracer
@@ -355,16 +364,16 @@ class DerivedRule:
         def prepare(tape: Tape) -> tuple[list[Any], dict[str, Any]]:
             if not tape.tracking:
                 return [tracer.wrap(a.x, a.dx, tape) for a in args], kwargs
+            track = tracer.track
             targs = [
-                track_input(a.x, tape) if a.dx is None else tracer.wrap(a.x, a.dx, tape)
-                for a in args
+                track(a.x, tape) if a.dx is None else tracer.wrap(a.x, a.dx, tape) for a in args
             ]
-            return targs, {k: track_input(v, tape) for k, v in kwargs.items()}
+            return targs, {k: track(v, tape) for k, v in kwargs.items()}
 
-        if isinstance(tracer, CompiledTracer):
+        if self.compile:
             keep: list[Any] = []
             nums = tuple(i for i, a in enumerate(args) if a.dx is not None)
-            key, arrays = entry_key(tuple(a.x for a in args), kwargs, nums, keep)
+            key, arrays = tracer.key(tuple(a.x for a in args), kwargs, nums, keep)
             out, tape, (targs, _) = tracer.run(key, arrays, keep, prepare)
         else:
             tape = tracer.new_tape()

@@ -28,7 +28,7 @@ import numpy as np
 
 from rulekit._codual import CoDual
 from rulekit._engine._call import CallTape
-from rulekit._engine._guards import Captures, sharing
+from rulekit._engine._guards import Captures, entry_key, sharing
 from rulekit._engine._program import GuardFailed, Program
 from rulekit._engine._state import trace_state
 from rulekit._engine._tape import Tape
@@ -70,6 +70,9 @@ class CompiledTracer(Tracer):
         self.traces = 0  # how many times f was traced (for tests and diagnostics)
         self.replays = 0  # how many calls were replayed
         self.in_place_constants = False
+
+    track = staticmethod(track_input)  # (what `value_and_grad` and derived rules call)
+    key = staticmethod(entry_key)
 
     def tape_for(self, program: Program) -> Tape:
         tape = CallTape(program.sites, self.free_pools)
