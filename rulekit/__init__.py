@@ -19,6 +19,7 @@ from rulekit._cotangents import no_pullback as no_pullback
 from rulekit._cotangents import no_rdata as no_rdata
 from rulekit._cotangents import scalar_rdata as scalar_rdata
 from rulekit._cotangents import unbroadcast as unbroadcast
+from rulekit._dual import Dual as Dual
 from rulekit._layout import zeros_like_exact as zeros_like_exact
 from rulekit._tangent_types import NoFData as NoFData
 from rulekit._tangent_types import NoRData as NoRData
@@ -39,6 +40,8 @@ from rulekit._tangents import zero_tangent as zero_tangent
 from rulekit import patterns as patterns
 from rulekit._example import Example as Example
 from rulekit._example import example as example
+from rulekit._frule import frule as frule
+from rulekit._frule import vjp_rule as vjp_rule
 from rulekit._functions import function_name as function_name
 from rulekit._patterns import Array as Array
 from rulekit._patterns import Vararg as Vararg
@@ -46,7 +49,9 @@ from rulekit._register import build_primitive_rrule as build_primitive_rrule
 from rulekit._register import is_primitive as is_primitive
 from rulekit._register import rrule as rrule
 from rulekit._registry import Registration as Registration
+from rulekit._registry import forward_registry as forward_registry
 from rulekit._registry import registry as registry
+from rulekit._registry import vjp_registry as vjp_registry
 from rulekit._signature import Signature as Signature
 from rulekit._signature import signature_of as signature_of
 
@@ -71,16 +76,28 @@ from rulekit._api import DerivedRule as DerivedRule
 from rulekit._api import build_rrule as build_rrule
 from rulekit._api import grad as grad
 from rulekit._api import value_and_grad as value_and_grad
-from rulekit._api import value_and_pullback as value_and_pullback
 from rulekit._checkpoint import checkpoint as checkpoint
 from rulekit._derived import DerivedRules as DerivedRules
 from rulekit._engine._primal_only import PRIMAL_ONLY as PRIMAL_ONLY
 from rulekit._engine._primitive import Primitive as Primitive
 from rulekit._engine._primitive import primitive as primitive
 from rulekit._engine._traced import Traced as Traced
+from rulekit._engine._traced import is_traced as is_traced
 from rulekit._lifting import Lifted as Lifted
 from rulekit._lifting import lift_closure as lift_closure
+from rulekit._optimize import ScipyObjective as ScipyObjective
+from rulekit._optimize import scipy_objective as scipy_objective
+from rulekit._pullback import Pullback as Pullback
+from rulekit._pullback import value_and_pullback as value_and_pullback
 from rulekit._scan import scan as scan
+from rulekit._transforms import elementwise_grad as elementwise_grad
+from rulekit._transforms import hessian as hessian
+from rulekit._transforms import hvp as hvp
+from rulekit._transforms import jacfwd as jacfwd
+from rulekit._transforms import jacrev as jacrev
+from rulekit._transforms import jvp as jvp
+from rulekit._transforms import stop_gradient as stop_gradient
+from rulekit._transforms import vjp as vjp
 
 # isort: split
 # -- errors: what rulekit raises on purpose --------------------------------------------

@@ -10,12 +10,14 @@ from typing import Any
 import numpy as np
 
 from rulekit._codual import CoDual
+from rulekit._engine._levels import nesting
 from rulekit._engine._tape import Tape
 from rulekit._engine._trace import Tracer, describe, is_active_leaf, output_codual, untrace
 from rulekit._engine._traced import Traced
 from rulekit._errors import TracingError, subclass_error
 from rulekit._layout import exact_layout_possible, zeros_like_exact
-from rulekit._tangents import NoFData, NoRData, NoTangent, zero_fdata, zero_rdata, zero_tangent
+from rulekit._nested import nested_value_and_grad
+from rulekit._tangents import NoFData, NoRData, zero_fdata, zero_rdata, zero_tangent
 
 __all__ = [
     "DerivedRule",
@@ -23,7 +25,6 @@ __all__ = [
     "build_rrule",
     "grad",
     "value_and_grad",
-    "value_and_pullback",
 ]
 
 _NO_R = NoRData()
@@ -56,10 +57,10 @@ def _is_int(i: Any) -> bool:
 def _check_differentiable(x: Any, where: str) -> None:
     if isinstance(x, Traced):
         raise TracingError(
-            f"{where} is a value traced by an enclosing rulekit.value_and_grad/grad/"
-            "value_and_pullback: nested (higher-order) differentiation such as grad of grad "
-            "is not supported yet. Differentiate once, or compute the inner derivative by "
-            "hand; higher-order derivatives are planned."
+            f"{where} is a value traced by an enclosing rulekit.value_and_grad, given to a "
+            "rule-level trace (build_rrule, DerivedRule) that cannot differentiate it again. "
+            "Fix: call rulekit.grad / rulekit.vjp inside the differentiated function instead: "
+            "they nest (grad of grad, jacfwd of grad)."
         )
     if isinstance(x, np.ndarray) and type(x) is not np.ndarray:
         raise subclass_error(x, where)
@@ -197,6 +198,12 @@ class ValueAndGrad:
         nums = self._nums.get(len(args))
         if nums is None:
             nums = self._nums[len(args)] = _argnums(self.argnums, len(args), fname)
+        if nesting():  # inside another transformation: the differentiable (nested) mode
+            value, aux, grads = nested_value_and_grad(
+                self.f, args, kwargs, nums, self.has_aux, fname
+            )
+            res = grads[0] if _is_int(self.argnums) else grads
+            return ((value, aux), res) if self.has_aux else (value, res)
         for i in nums:
             x = args[i]
             if not (type(x) is np.ndarray and x.dtype.kind in "fc"):  # (the common case)
@@ -299,39 +306,23 @@ def value_and_grad(
 
 
 def grad(
-    f: Callable[..., Any], argnums: int | Sequence[int] = 0, compile: bool = False
+    f: Callable[..., Any],
+    argnums: int | Sequence[int] = 0,
+    has_aux: bool = False,
+    compile: bool = False,
 ) -> Callable[..., Any]:
-    """Return a callable computing only the gradient of scalar-valued `f`."""
-    vg = ValueAndGrad(f, argnums=argnums, compile=compile)
+    """Return a callable computing only the gradient of scalar-valued `f`
+    (`has_aux=True`: `f` returns `(value, aux)` and the callable `(grads, aux)`, as JAX's)."""
+    vg = ValueAndGrad(f, argnums=argnums, has_aux=has_aux, compile=compile)
 
     def gradient(*args: Any, **kwargs: Any) -> Any:
+        if has_aux:
+            (_, aux), g = vg(*args, **kwargs)
+            return g, aux
         return vg(*args, **kwargs)[1]
 
     gradient.__wrapped__ = f  # type: ignore[attr-defined]
     return gradient
-
-
-def value_and_pullback(f: Callable[..., Any], dy: Any, *args: Any) -> tuple[Any, tuple[Any, ...]]:
-    """Evaluate `f(*args)` and pull the output cotangent `dy` back to every argument.
-
-    Returns `(value, (x̄₀, x̄₁, ...))` with one cotangent per positional argument
-    (`NoTangent()` for non-differentiable ones).
-    """
-    tracer = Tracer(f)
-    tape = tracer.new_tape()
-    buffers = _GradBuffers(reuse=False)
-    dxs = [buffers.fdata(a, i) if _differentiable(a) else None for i, a in enumerate(args)]
-    prims = [_own_layout(a) for a in args]
-    targs = [tracer.wrap(x, d, tape) for x, d in zip(prims, dxs, strict=True)]
-    out = tracer.forward(targs, {}, tape)
-    value = untrace(out)
-    tracer.seed(out, dy, tape)
-    tracer.backward(tape)
-    grads = tuple(
-        _gradient(a, t, d, tape) if d is not None else NoTangent()
-        for a, t, d in zip(args, targs, dxs, strict=True)
-    )
-    return value, grads
 
 
 def _differentiable(x: Any) -> bool:

@@ -1,4 +1,5 @@
-"""The `rulekit` command line: `rulekit rules`, `rulekit check` (see `rulekit --help`).
+"""The `rulekit` command line: `rulekit rules`, `rulekit check`, `rulekit coverage`
+(see `rulekit --help`).
 
 Exit codes: 0 success (every checked rule passed), 1 a rule failed or could not
 be checked (or a rule package raised while being imported), 2 a usage error (a
@@ -59,9 +60,12 @@ def _cmd_rules(args: argparse.Namespace) -> int:
 
 
 def _cmd_coverage(args: argparse.Namespace) -> int:
-    from testutils._coverage import coverage_markdown
+    from testutils._coverage import coverage_markdown, modes_markdown
 
-    print(coverage_markdown(list(args.modules)), end="")
+    if args.modes or args.missing:
+        print(modes_markdown(list(args.modules), missing=args.missing), end="")
+    else:
+        print(coverage_markdown(list(args.modules)), end="")
     return 0
 
 
@@ -120,8 +124,24 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_check_arguments(p_check)
     p_check.set_defaults(func=cmd_check)
-    p_cov = sub.add_parser("coverage", help="print the coverage page (docs/coverage.md)")
+    p_cov = sub.add_parser(
+        "coverage",
+        help="print the coverage page (docs/coverage.md)",
+        description="Print the coverage page (docs/coverage.md is its output for `rules`): "
+        "the registered signatures, each function's modes of differentiation (reverse rule, "
+        "forward rule, vjp rule: twice differentiable) and a comparison with HIPS autograd.",
+    )
     p_cov.add_argument("modules", nargs="*", default=["rules"], help="default: rules")
+    p_cov.add_argument(
+        "--modes",
+        action="store_true",
+        help="only the table of functions: reverse | forward | twice (has a vjp rule)",
+    )
+    p_cov.add_argument(
+        "--missing",
+        action="store_true",
+        help="only the functions without a forward rule or without a vjp rule",
+    )
     p_cov.set_defaults(func=_cmd_coverage)
     return parser
 

@@ -32,6 +32,7 @@ import numpy as np
 
 from rulekit._codual import CoDual
 from rulekit._cotangents import accumulate, differentiable, unbroadcast
+from rulekit._declared_rules import elementwise_frule, elementwise_vjp, register_both
 from rulekit._example import example
 from rulekit._patterns import Array
 from rulekit._registry import registry
@@ -139,6 +140,9 @@ class Elementwise:
         self.fast_constants = tuple(fast_constants)
         self.doc = doc or f"y = {self.name}(...) ⇒ x̄ᵢ += conj(∂ᵢ{self.name})·ȳ"
         self.rule = self._make_rule()
+        #: the forward rule and differentiable pullback derived from `derivs` (at `register`)
+        self.forward: Any = None
+        self.vjp: Any = None
         self.kernels: Any = None  # (set by the rules that generate kernels from `derivs`)
         self._scalar: Any = None
         _DECLARED[self.key] = self
@@ -156,7 +160,16 @@ class Elementwise:
             )
         mod = module if module is not None else _caller_module(1)
         registry.add("rrule", self.fn, patterns, self.rule, examples=examples, module=mod)
+        self.register_forward(*patterns, examples=examples, module=mod)
         return self.rule
+
+    def register_forward(self, *patterns: Any, examples: Any = None, module: str = "?") -> None:
+        """Register the forward rule and the differentiable pullback derived from the
+        partials (`rulekit._declared_rules`) for `patterns` (`register` does, with the
+        reverse rule; call it when the reverse rule is registered by other means)."""
+        if self.forward is None:
+            self.forward, self.vjp = elementwise_frule(self), elementwise_vjp(self)
+        register_both(self.fn, patterns, self.forward, self.vjp, examples, module)
 
     # -- evaluating the partials -------------------------------------------------------------
 

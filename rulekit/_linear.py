@@ -24,6 +24,7 @@ import numpy as np
 
 from rulekit._codual import CoDual
 from rulekit._cotangents import accumulate, accumulate_sequence, is_active, no_pullback, no_rdata
+from rulekit._declared_rules import linear_frule, linear_vjp, register_both
 from rulekit._errors import RuleRegistrationError
 from rulekit._register import rrule
 from rulekit._registry import registry
@@ -163,6 +164,9 @@ class LinearFunction:
         self.name = name
         self.module = "?"  # (the declaring module, set by `linear`)
         self.rrule = self._make_rrule()
+        #: the forward rule and differentiable pullback derived from the declaration
+        self.frule = linear_frule(self)
+        self.vjp = linear_vjp(self)
 
     def __repr__(self) -> str:
         return f"rulekit.linear({self.name}, argnums={self.argnums}, view={bool(self.view)})"
@@ -325,6 +329,7 @@ def linear(
     _DECLARED[id(fn)] = decl
     for p in patterns:
         _register(fn, tuple(p), decl.rrule, examples, decl.module)
+        register_both(fn, tuple(p), decl.frule, decl.vjp, examples, decl.module)
     return decl
 
 

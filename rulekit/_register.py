@@ -25,7 +25,7 @@ from rulekit._errors import RuleRegistrationWarning
 from rulekit._functions import FunctionWrapper, function_name
 from rulekit._loading import caller_module
 from rulekit._patterns import as_pattern
-from rulekit._registry import Kind, registry
+from rulekit._registry import Kind, Registry, registry
 from rulekit._signature import Signature, out_value
 
 __all__ = ["build_primitive_rrule", "is_primitive", "rrule"]
@@ -45,6 +45,7 @@ def _unreachable(f: Any) -> bool:
 
 class _RegisterMixin:
     _kind: Kind
+    _table: Registry = registry
 
     def register(
         self, f: Any, *patterns: Any, out: Any = None, examples: Any = None
@@ -72,7 +73,9 @@ class _RegisterMixin:
             )
 
         def decorator(impl: Callable[..., Any]) -> Callable[..., Any]:
-            registry.add(self._kind, f, patterns, impl, out=out, examples=examples, module=module)
+            self._table.add(
+                self._kind, f, patterns, impl, out=out, examples=examples, module=module
+            )
             return impl
 
         return decorator

@@ -20,9 +20,9 @@ from rulekit._loading import RuleLoader, caller_module, importing_module
 from rulekit._patterns import Pattern, VarargPattern, as_pattern, is_subpattern, matches, type_key
 from rulekit._signature import Signature, fast_key, key_repr, signature_of, unwrap
 
-__all__ = ["Kind", "Registration", "Registry", "registry"]
+__all__ = ["Kind", "Registration", "Registry", "forward_registry", "registry", "vjp_registry"]
 
-Kind = Literal["rrule", "factory"]
+Kind = Literal["rrule", "factory", "frule", "vjp"]
 
 
 @dataclass(eq=False)
@@ -90,7 +90,7 @@ class Registration:
         parts = [repr(p) for p in self.patterns]
         if self.out is not None:
             parts.append(f"out={self.out!r}")
-        what = "build_primitive_rrule" if self.kind == "factory" else "rrule"
+        what = {"factory": "build_primitive_rrule", "vjp": "vjp_rule"}.get(self.kind, self.kind)
         impl = getattr(self.impl, "__qualname__", repr(self.impl))
         return (
             f"{function_name(self.f)}({', '.join(parts)}) -> {what} {impl} "
@@ -122,13 +122,23 @@ def _fkey(f: Any) -> Any:
 
 
 class Registry:
-    """The table of registrations, with a per-signature lookup cache (`rulekit.registry`)."""
+    """The table of registrations, with a per-signature lookup cache (`rulekit.registry`).
 
-    def __init__(self) -> None:
+    Forward rules and differentiable pullbacks live in tables of their own
+    (`forward_registry`, `vjp_registry`: same patterns, same dispatch), which share
+    this one's rule packages: `loader` is the reverse registry's, `how` the line of
+    the missing-rule message that shows how to register.
+    """
+
+    def __init__(self, loader: RuleLoader | None = None, how: str | None = None) -> None:
         self._by_f: dict[Any, list[Registration]] = {}
         self._cache: dict[Any, Registration] = {}
         self._fast: dict[Any, tuple[Signature, Registration]] = {}
-        self._loader = RuleLoader()
+        self._loader = RuleLoader() if loader is None else loader
+        self._how = how or (
+            "  @rulekit.rrule.register({name}, {patterns})\n"
+            "  def my_rule(f, *args): ...  # returns (CoDual output, pullback)\n"
+        )
 
     # -- registration ------------------------------------------------------
 
@@ -296,8 +306,7 @@ class Registry:
             f"{b.describe()}\nRegister a rule for the more specific signature to resolve it."
         )
 
-    @staticmethod
-    def _missing_message(sig: Signature, entries: list[Registration]) -> str:
+    def _missing_message(self, sig: Signature, entries: list[Registration]) -> str:
         name = function_name(sig.f)
         msg = f"no rule for {sig!r}."
         if entries:
@@ -311,10 +320,9 @@ class Registry:
             msg += f" No rule is registered for {name} at all."
         patterns = ", ".join(key_repr(k) for k in sig.args)
         msg += (
-            f"\nTo differentiate this call, register a rule:\n"
-            f"  @rulekit.rrule.register({name}, {patterns})\n"
-            f"  def my_rule(f, *args): ...  # returns (CoDual output, pullback)\n"
-            "or import the rule package that registers it (installed rule packages load "
+            "\nTo differentiate this call, register a rule:\n"
+            + self._how.format(name=name, patterns=patterns)
+            + "or import the rule package that registers it (installed rule packages load "
             "by themselves; see `rulekit rules` for what is registered)."
         )
         return msg
@@ -334,5 +342,18 @@ class Registry:
         return out
 
 
-#: The one process-wide registry (`rulekit.registry`).
+#: The one process-wide registry of reverse rules (`rulekit.registry`).
 registry = Registry()
+#: Forward rules (`rulekit.frule.register`), dispatched as reverse rules are.
+forward_registry = Registry(
+    registry._loader,
+    "  @rulekit.frule.register({name}, {patterns})\n"
+    "  def my_frule(f, *args): ...  # Duals in, Dual(y, ẏ) out\n",
+)
+#: Differentiable pullbacks (`rulekit.vjp_rule.register`): what nested (higher-order)
+#: reverse mode differentiates with.
+vjp_registry = Registry(
+    registry._loader,
+    "  @rulekit.vjp_rule.register({name}, {patterns})\n"
+    "  def my_vjp(active, *args): ...  # returns (y, lambda ȳ: (x̄₀, x̄₁, ...))\n",
+)

@@ -1,8 +1,11 @@
 """The coverage page: what the registry differentiates, side by side with HIPS autograd.
 
 `rulekit coverage` prints it (docs/coverage.md is its output, checked to be up to
-date by the test suite): every registered signature by module, and a table of
-every function either rulekit or HIPS autograd differentiates.
+date by the test suite): every registered signature by module, a table of every
+function with its modes of differentiation (reverse rule, forward rule, vjp rule:
+differentiable twice), and a table of every function either rulekit or HIPS autograd
+differentiates. `rulekit coverage --modes` prints the modes table alone, `--missing`
+only its functions that lack a forward or a vjp rule.
 """
 
 from __future__ import annotations
@@ -11,9 +14,9 @@ import importlib
 import pathlib
 from collections import defaultdict
 
-from rulekit import Registration, function_name, registry
+from rulekit import Registration, forward_registry, function_name, registry, vjp_registry
 
-__all__ = ["AUTOGRAD_LIST", "coverage_markdown", "public_name"]
+__all__ = ["AUTOGRAD_LIST", "coverage_markdown", "modes", "modes_markdown", "public_name"]
 
 AUTOGRAD_LIST = (
     pathlib.Path(__file__).resolve().parents[1] / "docs" / "data" / "autograd-coverage.txt"
@@ -74,6 +77,7 @@ def coverage_markdown(modules: list[str], autograd_list: pathlib.Path = AUTOGRAD
             ex = r.examples() if callable(r.examples) else (r.examples or [])
             out.append(f"| `{sig}` | {kind} | {len(list(ex))} |")
         out.append("")
+    out += _modes_section(modules)
     out += [
         "## Traced through numpy's implementation (no rule needed)",
         "",
@@ -109,3 +113,53 @@ def _unregistered(modules: list[str]) -> tuple[list[str], dict[str, str]]:
         return "numpy." + function_name(f).removeprefix("np.")
 
     return [name(f) for f in TRACED_THROUGH], {name(f): a for f, a in NOT_DISPATCHED.items()}
+
+
+def modes(modules: list[str]) -> dict[str, tuple[bool, bool, bool]]:
+    """Per function (public name) of the rules `modules` register: whether it has a reverse
+    rule (rrule or factory), a forward rule (frule), and a vjp rule (a differentiable
+    pullback: what makes it differentiable twice in reverse mode)."""
+    for m in modules:
+        importlib.import_module(m)
+        registry.load_all(m)
+    names: dict[str, list[bool]] = defaultdict(lambda: [False, False, False])
+    for k, table in enumerate((registry, forward_registry, vjp_registry)):
+        for m in modules:
+            for r in table.entries(module=m):
+                names[public_name(r)][k] = True
+    return {n: (v[0], v[1], v[2]) for n, v in sorted(names.items())}
+
+
+def modes_markdown(modules: list[str], missing: bool = False) -> str:
+    """The modes table: function | reverse | forward | twice (`missing`: only the functions
+    that lack a forward or a vjp rule)."""
+    rows = [
+        f"| `{name}` | {_yes(r)} | {_yes(f)} | {_yes(t)} |"
+        for name, (r, f, t) in modes(modules).items()
+        if not missing or not (f and t)
+    ]
+    head = ["| function | reverse | forward | twice |", "|---|---|---|---|"]
+    return "\n".join(head + rows) + "\n"
+
+
+def _yes(flag: bool) -> str:
+    return "yes" if flag else "-"
+
+
+def _modes_section(modules: list[str]) -> list[str]:
+    table = modes(modules)
+    n = len(table)
+    rev = sum(r for r, _, _ in table.values())
+    fwd = sum(f for _, f, _ in table.values())
+    twice = sum(t for _, _, t in table.values())
+    return [
+        "## Modes of differentiation, by function",
+        "",
+        f"Of {n} functions with rules, {rev} have a reverse rule (rrule or stateful factory), "
+        f"{fwd} a forward rule (frule: forward mode, `jvp`, `jacfwd`) and {twice} a vjp rule "
+        "(a differentiable pullback: reverse over reverse, `grad(grad(f))`). "
+        "`rulekit coverage --missing` lists the functions without a forward or a vjp rule.",
+        "",
+        modes_markdown(modules).rstrip("\n"),
+        "",
+    ]

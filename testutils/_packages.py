@@ -21,14 +21,15 @@ import sys
 import traceback
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from pathlib import Path
 
-from rulekit import Registration, RulePackageError, registry
+from rulekit import Registration, RulePackageError, forward_registry, registry, vjp_registry
 
 __all__ = [
     "IMPORTING",
+    "KINDS",
     "PackageImportError",
     "RulePackage",
     "UsageError",
@@ -37,6 +38,7 @@ __all__ = [
     "installed_rule_packages",
     "label",
     "load",
+    "of_kind",
     "owner",
     "resolve_module",
     "select_rules",
@@ -74,8 +76,10 @@ class RulePackage:
     name: str  # as given: a module name, an entry-point name or a path
     module: str  # the module imported
     fresh: bool  # imported now (False: it had been imported before the check)
-    registrations: list[Registration]
+    registrations: list[Registration]  # its reverse rules (rrules and factories)
     others: dict[str, int]  # rules registered while importing it, owned by other modules
+    forward: list[Registration] = field(default_factory=list)  # its forward rules (frule)
+    vjp: list[Registration] = field(default_factory=list)  # its vjp rules (vjp_rule)
 
 
 def installed_rule_packages() -> dict[str, str]:
@@ -206,13 +210,29 @@ def load(name: str) -> RulePackage:
     owned = [r for r in entries if belongs_to(r, module)]
     owned_set = set(owned)
     others = Counter(owner(r) for r in new if r not in owned_set)
-    return RulePackage(name, module, fresh, owned, dict(sorted(others.items())))
+    forward = [r for r in forward_registry.entries() if belongs_to(r, module)]
+    vjp = [r for r in vjp_registry.entries() if belongs_to(r, module)]
+    return RulePackage(name, module, fresh, owned, dict(sorted(others.items())), forward, vjp)
 
 
-def collect(modules: Iterable[str], select: str | None = None) -> list[Registration]:
-    """The registrations the named rule packages own (in registry order, without repeats)."""
-    regs = unique(reg for name in modules for reg in load(name).registrations)
+def collect(
+    modules: Iterable[str], select: str | None = None, kinds: Iterable[str] = ("reverse",)
+) -> list[Registration]:
+    """The registrations the named rule packages own (in registry order, without repeats):
+    of each of `kinds` ("reverse", "forward", "vjp"), in that order."""
+    packages = [load(name) for name in modules]
+    regs = unique(reg for kind in kinds for p in packages for reg in of_kind(p, kind))
     return select_rules(regs, select)
+
+
+#: The kinds of rules a package can register, in the order the kit checks them.
+KINDS = ("reverse", "forward", "vjp")
+
+
+def of_kind(package: RulePackage, kind: str) -> list[Registration]:
+    """A package's registrations of one kind: "reverse", "forward" or "vjp"."""
+    return {"reverse": package.registrations, "forward": package.forward,
+            "vjp": package.vjp}[kind]  # fmt: skip
 
 
 def select_rules(regs: list[Registration], select: str | None) -> list[Registration]:

@@ -15,12 +15,14 @@ import time
 from typing import Any, TextIO
 
 from testutils._packages import (
+    KINDS,
     PackageImportError,
     RulePackage,
     UsageError,
     installed_rule_packages,
     label,
     load,
+    of_kind,
     select_rules,
     unique,
 )
@@ -29,6 +31,7 @@ from testutils._runner import (
     RuleResult,
     run_checks,
 )
+from testutils._verdict import FORWARD_CHECKS, VJP_CHECKS
 
 __all__ = [
     "LEGEND",
@@ -50,9 +53,17 @@ SHORT = {
     "correctness": "grad",
     "statefulness": "state",
     "allocation": "alloc",
+    "consistency": "rrule",
 }
-_WIDTH = {c: max(len(SHORT[c]), 4) for c in CHECKS}
+_WIDTH = {c: max(len(SHORT[c]), 4) for c in SHORT}
 _WIDTH["allocation"] = len("n/a (plain)")
+#: Per kind of rule: its columns, how its rows' last column is titled, and the short
+#: titles that differ from the reverse rules' (a forward rule's `correctness` is its JVP).
+COLUMNS = {"reverse": CHECKS, "forward": FORWARD_CHECKS, "vjp": VJP_CHECKS}
+_TITLE = {"reverse": "rule", "forward": "forward rule (frule)", "vjp": "vjp rule"}
+_SHORT_OF = {"forward": {"correctness": "jvp"}, "vjp": {"correctness": "cot"}}
+#: How summaries and progress lines name each kind ("" for reverse rules: plain "rules").
+_NOUN = {"reverse": "rule", "forward": "forward rule", "vjp": "vjp rule"}
 
 LEGEND = (
     "columns: intf = interface, reg = the registered rule ran, mut = mutation and restore,\n"
@@ -60,6 +71,13 @@ LEGEND = (
     "  state = statefulness, alloc = allocation-free once warm (stateful rules; count in ())\n"
     "cells: ok = passed, FAIL = failed, n/a = does not apply, n/a (plain) = not a stateful "
     "rule,\n  - = not reached (the kit stops at a rule's first failure)"
+)
+#: The legend of the forward and vjp rule rows.
+FORWARD_LEGEND = (
+    "forward rules: jvp = tangents against finite differences (each argument alone, all, "
+    "every layout),\n  rrule = consistency with the reverse rule (<ȳ, J ẋ> = <Jᵀȳ, ẋ>), state "
+    "= right on later calls with other values\n"
+    "vjp rules: cot = cotangents equal the reverse rule's (every layout), mut = writes nothing"
 )
 
 
@@ -95,6 +113,14 @@ def add_check_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--fail-fast", action="store_true", help="stop at the first failing rule")
     p.add_argument("--json", action="store_true", help="print a machine-readable report")
     p.add_argument(
+        "--kind",
+        action="append",
+        choices=KINDS,
+        metavar="KIND",
+        help="check only rules of this kind: reverse, forward (frule) or vjp (repeatable; "
+        "default: all three)",
+    )
+    p.add_argument(
         "--allow-unchecked",
         action="store_true",
         help="exit 0 even if some rules could not be checked",
@@ -121,15 +147,16 @@ def _cell(r: RuleResult, check: str) -> str:
     return "ok" if status.startswith("pass") else "n/a"
 
 
-def format_header() -> str:
-    """The column titles of `format_row`."""
-    cells = " ".join(f"{SHORT[c]:{_WIDTH[c]}}" for c in CHECKS)
-    return f"{'result':11}  {cells}  {'time':>6}  {'inputs':12}  rule"
+def format_header(kind: str = "reverse") -> str:
+    """The column titles of `format_row` for rules of `kind`."""
+    short = {**SHORT, **_SHORT_OF.get(kind, {})}
+    cells = " ".join(f"{short[c]:{_WIDTH[c]}}" for c in COLUMNS[kind])
+    return f"{'result':11}  {cells}  {'time':>6}  {'inputs':12}  {_TITLE[kind]}"
 
 
 def format_row(r: RuleResult) -> str:
     """One rule, one line: verdict, a cell per check, time, inputs, signature."""
-    cells = " ".join(f"{_cell(r, c):{_WIDTH[c]}}" for c in CHECKS)
+    cells = " ".join(f"{_cell(r, c):{_WIDTH[c]}}" for c in COLUMNS.get(r.kind, CHECKS))
     inputs = r.inputs or "-"
     return f"{_VERDICT[r.status]:11}  {cells}  {r.seconds:5.2f}s  {inputs:12}  {r.signature}"
 
@@ -157,11 +184,12 @@ def format_failure(r: RuleResult) -> str:
     return f"{_VERDICT[r.status]}  {r.signature}\n{format_details(r)}"
 
 
-def format_summary(results: list[RuleResult], seconds: float) -> str:
+def format_summary(results: list[RuleResult], seconds: float, kind: str = "reverse") -> str:
+    """`N rules checked in Ts: ...` (`N forward rules ...`, `N vjp rules ...`)."""
     counts = _counts(results)
     return (
-        f"{_plural(len(results), 'rule')} checked in {seconds:.1f}s: {counts['pass']} passed, "
-        f"{counts['fail']} failed, {counts['not checked']} not checked"
+        f"{_plural(len(results), _NOUN[kind])} checked in {seconds:.1f}s: {counts['pass']} "
+        f"passed, {counts['fail']} failed, {counts['not checked']} not checked"
     )
 
 
@@ -181,6 +209,8 @@ class _Printer:
         self.labels, self.out, self.live, self.verbose = labels, out, live, verbose
         self.not_passing = 0
         self.rows = 0
+        self.offset = 0  # (the index of the first rule of the kind being checked)
+        self.kinds: list[str] = []  # the kinds whose rows were printed, in order
 
     def start(self) -> None:
         if self.live and self.labels:
@@ -196,12 +226,14 @@ class _Printer:
         self.out.write(line[: max(width - 1, 20)])
 
     def __call__(self, i: int, r: RuleResult) -> None:
+        i += self.offset
         self.not_passing += r.status != "pass"
         if self.live:
             self.out.write("\r\033[K")
         if self.verbose or r.status != "pass":
-            if not self.rows:
-                self.out.write(format_header() + "\n")
+            if not self.kinds or self.kinds[-1] != r.kind:
+                self.kinds.append(r.kind)
+                self.out.write(format_header(r.kind) + "\n")
             self.rows += 1
             self.out.write(format_row(r) + "\n")
             if r.status != "pass":
@@ -213,8 +245,10 @@ class _Printer:
     def finish(self) -> None:
         if self.live:
             self.out.write("\r\033[K")
-        if self.rows:
+        if "reverse" in self.kinds:
             self.out.write(LEGEND + "\n")
+        if "forward" in self.kinds or "vjp" in self.kinds:
+            self.out.write(FORWARD_LEGEND + "\n")
 
 
 # -- the command -------------------------------------------------------------------------
@@ -260,34 +294,67 @@ def cmd_check(args: argparse.Namespace) -> int:
     except PackageImportError as e:
         _err(f"{e}\n{e.details()}".rstrip())
         return 1
-    regs = select_rules(unique(r for p in packages for r in p.registrations), args.select)
-    if not regs:
+    kinds = [k for k in KINDS if k in (getattr(args, "kind", None) or KINDS)]
+    by_kind = {
+        k: select_rules(unique(r for p in packages for r in of_kind(p, k)), args.select)
+        for k in kinds
+    }
+    by_kind = {k: regs for k, regs in by_kind.items() if regs}
+    if not by_kind:
         _err(_no_rules_message(packages, args.select))
         return 1
     modules = [p.module for p in packages]
     printer = None
     if not args.json:
         live = sys.stdout.isatty()
-        printer = _Printer([label(r) for r in regs], sys.stdout, live, args.verbose)
-        print(f"checking {_plural(len(regs), 'rule')} of {', '.join(modules)}", flush=True)
+        labels = [_label(r, k) for k, regs in by_kind.items() for r in regs]
+        printer = _Printer(labels, sys.stdout, live, args.verbose)
+        print(_checking_line(by_kind, modules), flush=True)
         printer.start()
-    start = time.perf_counter()
-    results = run_checks(regs, args.examples, args.seed, args.jobs, args.fail_fast, printer)
-    elapsed = time.perf_counter() - start
-    counts = _counts(results)
+    results: dict[str, list[RuleResult]] = {}
+    seconds: dict[str, float] = {}
+    for kind, regs in by_kind.items():
+        start = time.perf_counter()
+        results[kind] = run_checks(regs, args.examples, args.seed, args.jobs, args.fail_fast,
+                                   printer)  # fmt: skip
+        seconds[kind] = time.perf_counter() - start
+        if printer is not None:
+            printer.offset += len(regs)
+        if args.fail_fast and any(r.status == "fail" for r in results[kind]):
+            break
+    everything = [r for rs in results.values() for r in rs]
+    counts = _counts(everything)
     if args.json:
         payload: dict[str, Any] = {
             "modules": modules,
-            "results": [r.to_json() for r in results],
-            "summary": {**counts, "total": len(results), "seconds": elapsed},
-        }
+            "results": [r.to_json() for r in everything],
+            "summary": {**counts, "total": len(everything), "seconds": sum(seconds.values()),
+                        "kinds": {k: {**_counts(rs), "total": len(rs), "seconds": seconds[k]}
+                                  for k, rs in results.items()}},
+        }  # fmt: skip
         print(json.dumps(payload, indent=2))
     else:
         assert printer is not None
         printer.finish()
-        print(format_summary(results, elapsed))
+        # (the reverse rules' line last: what a script reading the last line has always read)
+        for kind in sorted(results, key=lambda k: k == "reverse"):
+            print(format_summary(results[kind], seconds[kind], kind))
     if counts["fail"]:
         return 1
     if counts["not checked"] and not args.allow_unchecked:
         return 1
     return 0
+
+
+def _label(reg: Any, kind: str) -> str:
+    return label(reg) if kind == "reverse" else f"{_NOUN[kind]} {label(reg)}"
+
+
+def _checking_line(by_kind: dict[str, list[Any]], modules: list[str]) -> str:
+    """`checking 12 rules of pkg`, then `  and 5 forward rules, 4 vjp rules` on a line of its
+    own (the first line names the reverse rules alone, as it always has)."""
+    parts = [_plural(len(regs), _NOUN[k]) for k, regs in by_kind.items() if k != "reverse"]
+    if "reverse" not in by_kind:
+        return f"checking {', '.join(parts)} of {', '.join(modules)}"
+    line = f"checking {_plural(len(by_kind['reverse']), 'rule')} of {', '.join(modules)}"
+    return line + (f"\n  and {', '.join(parts)}" if parts else "")

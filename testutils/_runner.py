@@ -69,6 +69,7 @@ class RuleResult:
     check: str = ""  # the failing check ("" if the rule or the kit raised something else)
     argument: str = ""  # the argument the failing check concerns, if any
     input: str = ""  # the input it failed on: which example or generated call, and its values
+    kind: str = "reverse"  # "reverse" (rrule or factory), "forward" (frule) or "vjp"
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -178,11 +179,28 @@ def _record_failure(result: RuleResult, error: BaseException, where: str, descri
     result.message = "\n".join(messages)
 
 
-def check_registration(reg: Registration, n_examples: int = 10, seed: int = 0) -> RuleResult:
-    """Check one registration on its examples, or on `n_examples` generated inputs."""
-    from testutils import check_example
+#: The kind of rule a registration is, as reports name it.
+KIND = {"rrule": "reverse", "factory": "reverse", "frule": "forward", "vjp": "vjp"}
 
-    result = RuleResult(label(reg), owner(reg), "pass", stateful=reg.kind == "factory")
+
+def _checker(reg: Registration) -> tuple[Callable[..., Any], Callable[..., Any]]:
+    """(check one example, check one call) for the registration's kind of rule."""
+    import testutils
+
+    if reg.kind == "frule":
+        return testutils.check_frule_example, testutils.check_frule
+    if reg.kind == "vjp":
+        return testutils.check_vjp_example, testutils.check_vjp_rule
+    return testutils.check_example, testutils.check_rule
+
+
+def check_registration(reg: Registration, n_examples: int = 10, seed: int = 0) -> RuleResult:
+    """Check one registration (a reverse, forward or vjp rule) on its examples, or on
+    `n_examples` generated inputs. Whatever the rule (or the kit) raises is the rule's
+    failure, reported in the result, never raised."""
+    check_example, _ = _checker(reg)
+    result = RuleResult(label(reg), owner(reg), "pass", stateful=reg.kind == "factory",
+                        kind=KIND.get(reg.kind, reg.kind))  # fmt: skip
     start = time.perf_counter()
     where, described = "loading the registration's examples", ""
     try:
@@ -221,7 +239,9 @@ def _fuzz(reg: Registration, n: int, seed: int, result: RuleResult) -> None:
     from hypothesis import seed as hseed
     from hypothesis.errors import Unsatisfiable
 
-    from testutils import check_rule, strategies
+    from testutils import strategies
+
+    _, check_rule = _checker(reg)
 
     try:
         strategy = strategies.args_for(reg)

@@ -5,10 +5,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["CHECKS", "RuleCheckError", "RuleReport"]
+__all__ = ["CHECKS", "FORWARD_CHECKS", "VJP_CHECKS", "RuleCheckError", "RuleReport"]
 
 CHECKS = ("interface", "registered", "mutation", "aliasing", "correctness", "statefulness",
           "allocation")  # fmt: skip
+#: The checks of a forward rule (`check_frule`): correctness is the JVP against finite
+#: differences, consistency ⟨ȳ, J ẋ⟩ = ⟨Jᵀ ȳ, ẋ⟩ with the reverse rule.
+FORWARD_CHECKS = ("interface", "registered", "mutation", "correctness", "consistency",
+                  "statefulness")  # fmt: skip
+#: The checks of a vjp rule (`check_vjp_rule`): correctness is its cotangents against the
+#: reverse rule's (finite differences where there is none).
+VJP_CHECKS = ("interface", "registered", "mutation", "correctness", "statefulness")
+#: The checks of each kind of rule.
+CHECKS_OF = {"rrule": CHECKS, "frule": FORWARD_CHECKS, "vjp": VJP_CHECKS}
 
 
 class RuleCheckError(AssertionError):
@@ -73,6 +82,10 @@ class StatefulnessCheckError(RuleCheckError):
     pass
 
 
+class ConsistencyCheckError(RuleCheckError):
+    pass
+
+
 class AllocationCheckError(RuleCheckError):
     pass
 
@@ -84,6 +97,7 @@ _BY_CHECK: dict[str, type[RuleCheckError]] = {
     "aliasing": AliasingCheckError,
     "correctness": CorrectnessCheckError,
     "statefulness": StatefulnessCheckError,
+    "consistency": ConsistencyCheckError,
     "allocation": AllocationCheckError,
 }
 
@@ -101,8 +115,9 @@ class RuleReport:
     refused: list[str] = field(default_factory=list)  # combinations refused (TracingError)
     layouts: list[str] = field(default_factory=list)  # layout variants the call was tried in
     primal_allocations: int | None = None  # what the primal call allocates on the same inputs
+    kind: str = "rrule"  # "rrule" (a reverse rule or factory), "frule" or "vjp"
 
     def __str__(self) -> str:
-        cells = ", ".join(f"{k}: {self.checks.get(k, '-')}" for k in CHECKS)
+        cells = ", ".join(f"{k}: {self.checks.get(k, '-')}" for k in CHECKS_OF[self.kind])
         alloc = "" if self.allocations is None else f"; {self.allocations} allocations"
         return f"{self.signature}: {cells}{alloc} ({self.seconds:.2f}s)"

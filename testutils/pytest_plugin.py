@@ -1,5 +1,8 @@
 """pytest plugin: `pytest --rulekit-check=mypkg.rules` makes every rule of that package a test item.
 
+Reverse rules are items `rulekit[SIGNATURE]`; forward rules `rulekit-forward[SIGNATURE]`
+and vjp rules `rulekit-vjp[SIGNATURE]` (checked by `check_frule` / `check_vjp_rule`).
+
 Registered through the `pytest11` entry point, so it is active wherever rulekit
 is installed; without the option it does nothing. The package is named as for
 `rulekit check`: a module name, a `rulekit.rules` entry-point name, or a path.
@@ -74,10 +77,11 @@ def pytest_collection_modifyitems(
     names = config.getoption("--rulekit-check")
     if not names:
         return
-    from testutils._packages import PackageImportError, UsageError, collect, label, owner
+    from testutils._packages import KINDS, PackageImportError, UsageError, collect, label, owner
+    from testutils._runner import KIND
 
     try:
-        regs = collect(names)
+        regs = collect(names, kinds=KINDS)
     except UsageError as e:
         raise pytest.UsageError(f"--rulekit-check: {e}") from None
     except PackageImportError as e:
@@ -85,8 +89,9 @@ def pytest_collection_modifyitems(
     if not regs:
         raise pytest.UsageError(f"--rulekit-check: no rules registered by {', '.join(names)}")
     n = config.getoption("--rulekit-examples")
-    for reg in regs:
-        name = f"rulekit[{label(reg)}]"
+    for reg in regs:  # (reverse rules `rulekit[...]`, `rulekit-forward[...]`, `rulekit-vjp[...]`)
+        kind = KIND.get(reg.kind, reg.kind)
+        name = f"rulekit[{label(reg)}]" if kind == "reverse" else f"rulekit-{kind}[{label(reg)}]"
         items.append(
             RuleCheckItem.from_parent(
                 session, name=name, nodeid=f"{owner(reg)}::{name}", reg=reg, n_examples=n

@@ -5,7 +5,8 @@ BLAS wrapper or a user's function does not. `primitive(fn)` wraps it: on
 plain values the wrapper calls `fn` straight away (one check of overhead);
 while a trace is running and an argument is traced, the call is recorded on
 that argument's tape and dispatched to the rule registered *for the wrapper*
-(or, failing that, for `fn`).
+(or, failing that, for `fn`); an argument of a forward or nested level sends the
+call to that level's rules (`rulekit.frule`, `rulekit.vjp_rule`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from rulekit._engine._levels import _levels, innermost
 from rulekit._engine._state import trace_state
 from rulekit._engine._traced import find_tape
 from rulekit._functions import FunctionWrapper
@@ -34,6 +36,10 @@ class Primitive(FunctionWrapper):
     __slots__ = ()
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if _levels.stack:  # (a jvp or nested grad runs: its values go to that level)
+            level = innermost(args, kwargs)
+            if level is not None:
+                return level.call(self, args, kwargs)
         if trace_state.active:
             tape = find_tape(args) or find_tape(tuple(kwargs.values()))
             if tape is not None:

@@ -32,12 +32,11 @@ def foreign_trace_error(theirs: Any) -> TracingError:
     """A traced value reached a trace that is not the one that made it."""
     if theirs in trace_state.tapes:
         return TracingError(
-            "nested differentiation is not supported yet: a value traced by an outer "
-            "rulekit.value_and_grad/grad/value_and_pullback was used inside an inner one. "
-            "Fix: compute the inner derivative by hand inside the outer function, or register "
-            "a rule for the inner computation (rulekit.rrule.register). (This happens when an "
-            "inner function closes over an outer traced value, or for grad of grad; "
-            "higher-order derivatives are planned.)"
+            "a value traced by an outer rulekit.value_and_grad reached a trace that a rule "
+            "runs for itself (a DerivedRule, scan or checkpoint body) without being one of its "
+            "arguments. Fix: pass the value to the inner function as an argument "
+            "(rulekit.lift_closure does this for closures). Nested transformations (grad of "
+            "grad, jacfwd of grad) tag their own values and are not affected."
         )
     return TracingError(
         "a traced value was used outside the trace that made it. Fix: use only values "

@@ -25,14 +25,16 @@ from numpy.lib.mixins import NDArrayOperatorsMixin
 
 from rulekit._codual import CoDual
 from rulekit._engine import _operators
+from rulekit._engine._array_methods import ArrayMethods
+from rulekit._engine._levels import LevelValue, _levels, defers, inner_into_outer
 from rulekit._engine._primal_only import PRIMAL_ONLY
 from rulekit._engine._refusals import leak, refuse, subclass_caller
 from rulekit._engine._tape import Tape
 from rulekit._engine._wrappers import suggest_wrapper
 from rulekit._errors import TracingError, subclass_error
 
-__all__ = ["Traced", "TracedArray", "TracedScalar", "find_tape", "primal", "refuse_out",
-           "traced_in"]  # fmt: skip
+__all__ = ["Traced", "TracedArray", "TracedScalar", "find_tape", "is_traced", "primal",
+           "refuse_out", "traced_in"]  # fmt: skip
 
 
 def _on_primals(func: Any, args: Any, kwargs: Any) -> Any:
@@ -86,7 +88,7 @@ def primal(x: Any) -> Any:
     return x
 
 
-class Traced(NDArrayOperatorsMixin):
+class Traced(ArrayMethods, NDArrayOperatorsMixin):
     """A traced value: what user code sees in place of an active array or scalar while tracing.
 
     Holds its CoDual (`cd`), its tape and its slot on that tape. Only the engine
@@ -109,10 +111,14 @@ class Traced(NDArrayOperatorsMixin):
     # -- NumPy protocols --------------------------------------------------------
 
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        if _levels.stack and defers(inputs, kwargs):  # (an inner transformation's values)
+            return NotImplemented
         f = ufunc if method == "__call__" else getattr(ufunc, method)
         return self.tape.call(f, inputs, kwargs)
 
     def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
+        if _levels.stack and defers(args, kwargs):
+            return NotImplemented
         if func in PRIMAL_ONLY:  # no derivative: answer on the primal values, as numpy would
             return _primal_call(self, func, args, kwargs)
         impl = getattr(func, "_implementation", None)
@@ -196,22 +202,6 @@ class Traced(NDArrayOperatorsMixin):
         return int(np.size(self.cd.x))
 
     @property
-    def T(self) -> Any:
-        return np.transpose(self)
-
-    @property
-    def mT(self) -> Any:
-        return np.swapaxes(self, -1, -2)
-
-    @property
-    def real(self) -> Any:
-        return np.real(self)
-
-    @property
-    def imag(self) -> Any:
-        return np.imag(self)
-
-    @property
     def flags(self) -> Any:
         return self.cd.x.flags
 
@@ -252,83 +242,8 @@ class Traced(NDArrayOperatorsMixin):
 
     # -- methods (each routes to the numpy function with a rule) ---------------
 
-    def sum(self, *args: Any, **kwargs: Any) -> Any:
-        return np.sum(self, *args, **kwargs)
-
-    def mean(self, *args: Any, **kwargs: Any) -> Any:
-        return np.mean(self, *args, **kwargs)
-
-    def prod(self, *args: Any, **kwargs: Any) -> Any:
-        return np.prod(self, *args, **kwargs)
-
-    def max(self, *args: Any, **kwargs: Any) -> Any:
-        return np.max(self, *args, **kwargs)
-
-    def min(self, *args: Any, **kwargs: Any) -> Any:
-        return np.min(self, *args, **kwargs)
-
-    def var(self, *args: Any, **kwargs: Any) -> Any:
-        return np.var(self, *args, **kwargs)
-
-    def std(self, *args: Any, **kwargs: Any) -> Any:
-        return np.std(self, *args, **kwargs)
-
-    def cumsum(self, *args: Any, **kwargs: Any) -> Any:
-        return np.cumsum(self, *args, **kwargs)
-
-    def cumprod(self, *args: Any, **kwargs: Any) -> Any:
-        return np.cumprod(self, *args, **kwargs)
-
-    def reshape(self, *shape: Any, **kwargs: Any) -> Any:
-        if len(shape) == 1 and isinstance(shape[0], (tuple, list, np.ndarray)):
-            shape = tuple(map(operator.index, shape[0]))
-        return np.reshape(self, shape, **kwargs)
-
-    def ravel(self, *args: Any, **kwargs: Any) -> Any:
-        return np.ravel(self, *args, **kwargs)
-
-    def flatten(self) -> Any:
-        return np.copy(np.ravel(self))
-
-    def transpose(self, *axes: Any) -> Any:
-        if len(axes) == 1 and (axes[0] is None or isinstance(axes[0], (tuple, list))):
-            return np.transpose(self, axes[0])
-        return np.transpose(self, axes or None)
-
-    def swapaxes(self, a: int, b: int) -> Any:
-        return np.swapaxes(self, a, b)
-
-    def squeeze(self, *args: Any, **kwargs: Any) -> Any:
-        return np.squeeze(self, *args, **kwargs)
-
-    def dot(self, other: Any) -> Any:
-        return np.dot(self, other)
-
-    def copy(self, order: str = "C") -> Any:  # (ndarray.copy's default is C; np.copy's is K)
-        return np.copy(cast(Any, self), order=cast(Any, order))
-
     def astype(self, dtype: Any, *args: Any, **kwargs: Any) -> Any:
         return self.tape.call(np.ndarray.astype, (self, dtype, *args), kwargs)
-
-    def clip(self, *args: Any, **kwargs: Any) -> Any:
-        return np.clip(self, *args, **kwargs)
-
-    def conj(self) -> Any:
-        return np.conjugate(self)
-
-    conjugate = conj
-
-    def diagonal(self, *args: Any, **kwargs: Any) -> Any:
-        return np.diagonal(self, *args, **kwargs)
-
-    def trace(self, *args: Any, **kwargs: Any) -> Any:
-        return np.trace(self, *args, **kwargs)
-
-    def take(self, *args: Any, **kwargs: Any) -> Any:
-        return np.take(self, *args, **kwargs)
-
-    def repeat(self, *args: Any, **kwargs: Any) -> Any:
-        return np.repeat(self, *args, **kwargs)
 
     # Integer-valued queries carry no derivative: answer them on the primal.
     def argmax(self, *args: Any, **kwargs: Any) -> Any:
@@ -368,6 +283,8 @@ class TracedArray(Traced):
         return self.tape.call(operator.getitem, (self, idx), {})
 
     def __setitem__(self, idx: Any, value: Any) -> None:
+        if _levels.stack and defers(value, None):
+            raise inner_into_outer()
         self.tape.call(operator.setitem, (self, idx, value), {})
 
     def fill(self, value: Any) -> None:
@@ -392,6 +309,12 @@ class TracedScalar(Traced):
 numbers.Number.register(TracedScalar)
 
 _operators.install(Traced, (TracedArray, TracedScalar))
+
+
+def is_traced(x: Any) -> bool:
+    """Whether `x` is a value some transformation traces: the reverse engine's `Traced`, or a
+    value of a forward or nested level (rule code that must not convert it asks this)."""
+    return isinstance(x, (Traced, LevelValue))
 
 
 def traced_in(x: Any) -> Iterator[Traced]:

@@ -60,3 +60,4 @@ import scipy.linalg.blas as _scipy_blas
 from rules.scipy._routing import route_module
 
 route_module(_scipy_blas, [(n, globals()[n]) for n in routines.__all__])
+from rules.blas import forward as forward  # noqa: E402  (frules + vjp rules; after routing)

@@ -31,3 +31,5 @@ from rules.numpy import assembly as assembly  # block, insert, delete, meshgrid,
 
 # functions differentiated without a rule of their own
 from rules.numpy import traced_through as traced_through
+from rules.numpy import forward_products as forward_products  # frules + vjp rules of the products
+from rules.numpy import forward_misc as forward_misc  # frules + vjps: sort, select, pad, ...

@@ -29,6 +29,7 @@ import numpy as np
 import rulekit
 from rulekit import Array, Vararg, example
 from rules._support.examples import randn
+from rules._support.forward import register_traced
 from rules.numpy._composite import composite
 
 __all__ = ["apply_along_axis_impl", "block_impl", "delete_impl", "insert_impl", "meshgrid_impl"]
@@ -80,7 +81,7 @@ def block_impl(arrays: Any) -> Any:
         lead = ndim - np.ndim(a)
         if not lead:
             return np.copy(a)
-        if isinstance(a, rulekit.Traced) and not np.ndim(a):  # a traced number
+        if rulekit.is_traced(a) and not np.ndim(a):  # a traced number
             return np.ones((1,) * lead, a.dtype) * a
         return np.reshape(a, (1,) * lead + np.shape(a))
 
@@ -90,11 +91,11 @@ def block_impl(arrays: Any) -> Any:
 def insert_impl(arr: Any, obj: Any, values: Any, axis: Any = None) -> Any:
     """np.insert as a take from [arr.ravel(), values.ravel()] at positions numpy computes."""
     n = int(np.size(arr))
-    if isinstance(values, (list, tuple)) and any(isinstance(v, rulekit.Traced) for v in values):
+    if isinstance(values, (list, tuple)) and any(rulekit.is_traced(v) for v in values):
         values = np.stack(values)  # (a list of traced values: np.asarray cannot take it)
-    vals = values if isinstance(values, rulekit.Traced) else np.asarray(values)
+    vals = values if rulekit.is_traced(values) else np.asarray(values)
     vshape = np.shape(vals)
-    if isinstance(vals, rulekit.Traced) and not vshape:  # a traced number: a 1-element array
+    if rulekit.is_traced(vals) and not vshape:  # a traced number: a 1-element array
         vals = np.ones(1, np.result_type(arr.dtype, vals.dtype)) * vals
     if vals.dtype != arr.dtype:  # (numpy casts the values to arr's dtype)
         vals = vals.astype(arr.dtype)
@@ -136,6 +137,7 @@ def _register(fn: Any, impl: Any, adjoint: str, examples: Any, *patterns: Any) -
     rulekit.build_primitive_rrule.register(fn, *patterns, examples=examples)(
         composite(impl, adjoint)
     )
+    register_traced(fn, impl)
 
 
 def _meshgrid_examples() -> list[Any]:

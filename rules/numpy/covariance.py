@@ -25,6 +25,7 @@ import numpy as np
 import rulekit
 from rulekit import Array, Vararg, example
 from rules._support.examples import randn
+from rules._support.forward import register_traced
 from rules.numpy._composite import composite
 
 __all__ = ["corrcoef_impl", "cov_impl"]
@@ -32,7 +33,7 @@ __all__ = ["corrcoef_impl", "cov_impl"]
 
 def _as_rows(v: Any, rowvar: bool, dtype: Any) -> Any:
     """numpy's `array(v, ndmin=2, dtype=dtype)`, transposed when not rowvar (kept 1 × N)."""
-    v = np.atleast_2d(v) if isinstance(v, rulekit.Traced) else np.array(v, ndmin=2)
+    v = np.atleast_2d(v) if rulekit.is_traced(v) else np.array(v, ndmin=2)
     if v.dtype != dtype:
         v = v.astype(dtype)
     if not rowvar and v.shape[0] != 1:
@@ -73,7 +74,7 @@ def cov_impl(
     for name, wv, integer in (("fweights", fweights, True), ("aweights", aweights, False)):
         if wv is None:
             continue
-        if isinstance(wv, rulekit.Traced):
+        if rulekit.is_traced(wv):
             wv = wv if wv.dtype == np.float64 else wv.astype(np.float64)
         else:
             wv = np.asarray(wv, dtype=float)
@@ -156,3 +157,5 @@ rulekit.build_primitive_rrule.register(np.corrcoef, Array[np.inexact], Vararg[An
                                        examples=_corrcoef_examples)(composite(
     corrcoef_impl, "R = clip(C/(σσᵀ)), σ = √diag C ⇒ the adjoints of cov, sqrt, division and clip"
 ))  # fmt: skip
+register_traced(np.cov, cov_impl)
+register_traced(np.corrcoef, corrcoef_impl)

@@ -114,7 +114,7 @@ def trapezoid_impl(y: Any, x: Any = None, dx: Any = 1.0, axis: int = -1) -> Any:
     if x is None:
         d = dx
     else:
-        if not isinstance(x, rulekit.Traced):
+        if not rulekit.is_traced(x):
             x = np.asanyarray(x)
         if np.ndim(x) == 1:
             d = np.diff(x)

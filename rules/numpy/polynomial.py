@@ -20,6 +20,7 @@ import numpy as np
 import rulekit
 from rulekit import Array, Vararg, example
 from rules._support.examples import randn
+from rules._support.forward import register_traced
 from rules._support.patterns import Inexact
 from rules.numpy._composite import composite
 
@@ -27,7 +28,7 @@ __all__ = ["polyfit_impl", "polyval_impl", "vander_impl"]
 
 
 def _array(v: Any) -> Any:
-    return v if isinstance(v, rulekit.Traced) else np.asanyarray(v)
+    return v if rulekit.is_traced(v) else np.asanyarray(v)
 
 
 def polyval_impl(p: Any, x: Any) -> Any:
@@ -53,7 +54,7 @@ def vander_impl(x: Any, N: Any = None, increasing: bool = False) -> Any:
         x = x.astype(dt)
     cols = [np.ones_like(x)] if N > 0 else []
     if N > 1:
-        cols.append(x if isinstance(x, rulekit.Traced) else np.copy(x))
+        cols.append(x if rulekit.is_traced(x) else np.copy(x))
     while len(cols) < N:
         cols.append(cols[-1] * x)
     if not cols:
@@ -160,3 +161,4 @@ for _fn, _impl, _adjoint, _examples, _patterns in (
         rulekit.build_primitive_rrule.register(_fn, *_pats, examples=_examples)(
             composite(_impl, _adjoint)
         )
+    register_traced(_fn, _impl)

@@ -33,6 +33,7 @@ from rulekit import Array, CoDual, Example, Vararg, example
 from rules._support.cotangents import NO_R as none_r
 from rules._support.cotangents import add_to_fdata, no_rdata, output_cotangent
 from rules._support.examples import randn
+from rules._support.forward import register_traced
 from rules._support.outputs import new_output
 from rules.numpy._composite import composite
 
@@ -230,3 +231,4 @@ rulekit.build_primitive_rrule.register(np.ptp, Array[np.floating], Vararg[Any],
                                        examples=_ptp_examples)(composite(
     ptp_impl, "y = max − min ⇒ x̄ += ȳ split among the maxima − ȳ split among the minima"
 ))  # fmt: skip
+register_traced(np.ptp, ptp_impl)

@@ -94,10 +94,10 @@ def route_methods(obj: Any, wrappers: Iterable[tuple[str, Any]]) -> list[str]:
 
     def replacement(prim: Primitive, current: Any) -> Callable[..., Any] | None:
         bound = prim.fn
-        if current is None or getattr(bound, "__self__", None) is not obj:
+        if getattr(bound, "__self__", None) is not obj:
             return None
-        if getattr(bound, "__func__", None) is not current:
-            return None
+        if current is None or id(getattr(bound, "__func__", None)) != id(current):
+            return None  # (ids: an `is` test would narrow `current` to getattr's type)
         return _routed_method(obj, prim, current)
 
     return _route(type(obj), wrappers, replacement)

@@ -60,6 +60,7 @@ from typing import Any
 
 import numpy as np
 from fdcheck import fd_grad as central_differences
+from fuzz.forward import check_jvp
 from fuzz.program import NAMESPACE, IllPosed, InputSpec, Program, run_reference
 
 import rulekit
@@ -400,6 +401,8 @@ class _Session:
                 for side in o.sides:
                     if self.call(o, prepared[side], side) == "refused":
                         return "refused"
+            if self.succeeded[0]:
+                self.forward(prepared[0], plan.seed)
         if self.objects[0].calls < min_calls:
             return "ill-posed"
         for o, where, ret, snapshot in self.kept:
@@ -503,6 +506,31 @@ class _Session:
         if o.compile and n > 1:
             when += ", replayed" if replayed else ", traced again"
         raise self.fail(f"{kind} ({mode}{when})", [*lines, *detail])
+
+    def forward(self, prep: _Prepared, seed: int) -> None:
+        """`rulekit.jvp` on this round's inputs against its finite differences (tests/fuzz/
+        forward.py), on fresh copies: a jvp writes into its inputs as numpy would."""
+        xs = prep.rebuild()
+        params = self.program.params
+        pos = {i: params.index(self.program.inputs[i]) for i in self.active}
+        fds = {pos[i]: prep.fds[i] for i in self.active}
+        tols = {
+            pos[i]: grad_tolerance(
+                prep.fds[i], prep.fd2s[i], _upcast(xs[pos[i]]), prep.scale, prep.dtype
+            )
+            for i in self.active
+        }
+        vtol = VALUE_RTOL[prep.dtype] * prep.scale
+        try:
+            failure = check_jvp(self.f, xs, fds, tols, vtol, seed, STATS)
+        except Exception as e:
+            msg = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+            failure = (f"jvp error ({type(e).__name__} at {_where(e)})",
+                       [f"# rulekit.jvp raises {msg}", *_tb_lines(e)])  # fmt: skip
+        if failure is not None:
+            lines = ["# rulekit.jvp on the last inputs", *prep.setup,
+                     f"out, tangent = rulekit.jvp(f, ({self.names},), tangents)"]  # fmt: skip
+            raise self.fail(failure[0], [*lines, *failure[1]])
 
     @property
     def names(self) -> str:

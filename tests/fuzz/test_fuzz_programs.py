@@ -154,7 +154,9 @@ def summary(elapsed: float, campaigns: int) -> str:
     replayed = f"{STATS['compiled calls replayed']} of {STATS['compiled calls']}"
     return (
         f"fuzz: {STATS['programs']} programs in {elapsed:.1f} s, {campaigns} campaigns ({head}; "
-        f"{STATS['gradients compared']} gradients compared; compile=True calls that replayed a "
+        f"{STATS['gradients compared']} gradients compared; {STATS['tangents compared']} jvp "
+        f"tangents compared, {STATS['forward refused']} jvp refused for a missing forward rule; "
+        "compile=True calls that replayed a "
         f"trace: {replayed})\n"
         f"largest |error| / tolerance of a passing gradient: {closest or 'none'}\n"
         f"defects, first seen at:{first or ' none'}\n"

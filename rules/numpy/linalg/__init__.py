@@ -7,3 +7,4 @@ from rules.numpy.linalg import eig as eig  # eig, eigvals (general matrices)
 from rules.numpy.linalg import norm as norm  # norm: every ord, axis and keepdims
 from rules.numpy.linalg import products as products  # multi_dot, matrix_power
 from rules.numpy.linalg import cond as cond  # cond
+from rules.numpy.linalg import forward as forward  # frules and differentiable pullbacks

@@ -19,6 +19,7 @@ import numpy as np
 import rulekit
 from rulekit import Array, Vararg, example
 from rules._support.examples import randn
+from rules._support.forward import register_traced
 from rules.numpy._composite import composite
 
 __all__ = ["cond_impl"]
@@ -63,3 +64,4 @@ rulekit.build_primitive_rrule.register(np.linalg.cond, Array[np.inexact], Vararg
                                        examples=_examples)(composite(
     cond_impl, "κ = σ_max/σ_min ⇒ Ā = U diag(σ̄)Vᴴ; κ = ‖A‖‖A⁻¹‖ ⇒ the adjoints of norm and inv"
 ))  # fmt: skip
+register_traced(np.linalg.cond, cond_impl)

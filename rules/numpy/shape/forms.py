@@ -36,6 +36,7 @@ from rules._support.arguments import primals
 from rules._support.binding import binder
 from rules._support.cotangents import NO_F, no_pullback, no_rdata, scalar_rdata
 from rules._support.examples import randn
+from rules._support.forward import register_traced
 from rules._support.outputs import inactive_output, is_inexact_array, new_output
 from rules._support.patterns import Inexact, InexactArray, Numeric, Seq
 from rules.numpy.shape.views import always_a_view
@@ -144,6 +145,36 @@ def _atleast_examples() -> list[Any]:
 
 for _fn in (np.atleast_1d, np.atleast_2d, np.atleast_3d):
     rrule.register(_fn, Vararg[Numeric], examples=_atleast_examples)(atleast_rrule)
+
+
+def _at_least(n: int) -> Any:
+    """numpy's atleast_nd written with indexing (a traceable re-implementation, for the
+    forward rule and the differentiable pullback): a scalar times ones of shape (1,)·n."""
+    full = slice(None)
+    expands: dict[int, dict[int, tuple[Any, ...]]] = {
+        1: {},
+        2: {1: (None, full)},
+        3: {1: (None, full, None), 2: (full, full, None)},
+    }
+    expand = expands[n]
+
+    def one(x: Any) -> Any:
+        nd = np.ndim(x)
+        if nd == 0:
+            dt = getattr(x, "dtype", None)
+            return x * np.ones((1,) * n, dt if dt is not None else np.result_type(x))
+        return x[expand[nd]] if nd in expand else x
+
+    def impl(*arys: Any) -> Any:
+        ys = [one(a) for a in arys]
+        return ys[0] if len(ys) == 1 else tuple(ys)
+
+    impl.__name__ = f"atleast_{n}d"
+    return impl
+
+
+for _n, _fn in ((1, np.atleast_1d), (2, np.atleast_2d), (3, np.atleast_3d)):
+    register_traced(_fn, _at_least(_n))
 
 
 # -- column_stack: linear in the sequence ------------------------------------------------------

@@ -32,3 +32,4 @@ import scipy.linalg as _scipy_linalg
 from rules.scipy._routing import route_module
 
 route_module(_scipy_linalg, [(n, globals()[n]) for n in basic.__all__ + equations.__all__])
+from rules.scipy.linalg import forward as forward  # noqa: E402  (frules, differentiable pullbacks)

@@ -89,3 +89,4 @@ route_module(
         for n in m.__all__
     ],
 )
+from rules.scipy.special import forward as forward  # noqa: E402  (frules and vjps)

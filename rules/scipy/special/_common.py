@@ -14,7 +14,8 @@ from typing import Any, Union
 import numpy as np
 
 import rulekit
-from rulekit import Array, CoDual
+from rulekit import Array, CoDual, Dual
+from rulekit._declared_rules import elementwise_frule, elementwise_vjp
 from rulekit._elementwise import Elementwise, declaring_module, elementwise
 from rulekit._elementwise import operand_pattern as _operand_pattern
 from rules._support.arguments import is_active
@@ -29,6 +30,7 @@ __all__ = [
     "no_partial",
     "operand_pattern",
     "refuse_active",
+    "refusing_forward",
     "signed",
     "unary_examples",
     "uniform",
@@ -98,7 +100,36 @@ def declare(
         rule.__name__ = rule.__qualname__ = inner.__name__
         rule.__doc__ = doc
     rulekit.registry.add("rrule", ufunc, patterns, rule, examples=examples, module=module)
+    if constant:
+        decl.forward, decl.vjp = refusing_forward(decl, constant, why)
+    decl.register_forward(*patterns, examples=examples, module=module)
     return decl
+
+
+def refusing_forward(
+    decl: Elementwise, which: dict[int, str], why: str, name: str | None = None
+) -> tuple[Any, Any]:
+    """The derived forward rule and differentiable pullback of `decl`, refusing (like the
+    reverse rule) an operand listed in `which` that has a tangent / is active."""
+    frule, vjp = elementwise_frule(decl), elementwise_vjp(decl)
+    name = name or decl.fn.__name__
+
+    def forward(f: Dual, *args: Dual, **kwargs: Any) -> Dual:
+        for i, label in which.items():
+            if args[i].dx is not None and _inexact(args[i].x):
+                _refuse(name, label, why)
+        return frule(f, *args, **kwargs)
+
+    def pullback_rule(active: Sequence[bool], *xs: Any, **kwargs: Any) -> tuple[Any, Any]:
+        for i, label in which.items():
+            if active[i] and _inexact(xs[i]):
+                _refuse(name, label, why)
+        return vjp(active, *xs, **kwargs)
+
+    forward.__name__ = forward.__qualname__ = frule.__name__
+    pullback_rule.__name__ = pullback_rule.__qualname__ = vjp.__name__
+    forward.__doc__, pullback_rule.__doc__ = frule.__doc__, vjp.__doc__
+    return forward, pullback_rule
 
 
 def no_partial(*args: Any) -> Any:
@@ -111,11 +142,23 @@ def refuse_active(name: str, args: Sequence[CoDual], which: dict[int, str], why:
     """Raise NotImplementedError if an argument listed in `which` is active."""
     for i, label in which.items():
         if is_active(args[i]):
-            raise NotImplementedError(
-                f"scipy.special.{name}: the derivative with respect to {label} is not "
-                f"implemented, and {label} is active here. Fix: pass {label} as a constant "
-                f"(a plain value, not traced and not in argnums, or an integer). ({why}.)"
-            )
+            _refuse(name, label, why)
+
+
+def _refuse(name: str, label: str, why: str) -> None:
+    raise NotImplementedError(
+        f"scipy.special.{name}: the derivative with respect to {label} is not "
+        f"implemented, and {label} is active here. Fix: pass {label} as a constant "
+        f"(a plain value, not traced and not in argnums, or an integer). ({why}.)"
+    )
+
+
+def _inexact(x: Any) -> bool:
+    """Whether value `x` (possibly traced) is float/complex, so has a derivative."""
+    dt = getattr(x, "dtype", None)
+    if dt is not None:
+        return bool(dt.kind in "fc")
+    return isinstance(x, (float, complex, np.inexact))
 
 
 # -- example data -------------------------------------------------------------------------------

@@ -1,0 +1,85 @@
+"""Registering forward rules and differentiable pullbacks on a function's reverse patterns.
+
+`register_like(f, frule=..., vjp=...)` registers them for every pattern tuple (and
+with the examples) that `f`'s reverse rules are registered for, so that the three
+rules of a function dispatch alike and the kit checks them on the same examples.
+Call it after the reverse rules are registered (import the reverse module first).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import rulekit
+from rulekit._registry import forward_registry, registry, vjp_registry
+from rulekit._signature import unwrap
+
+__all__ = ["register_like", "register_traced", "traced_rules"]
+
+
+def register_like(
+    f: Any,
+    *,
+    frule: Callable[..., Any] | None = None,
+    vjp: Callable[..., Any] | None = None,
+    module: str | None = None,
+) -> None:
+    """Register `frule` / `vjp` for `f` on each of its reverse registrations' patterns."""
+    target = unwrap(f)  # (== not `is`: a bound method such as np.add.at is new per access)
+    regs = [r for r in registry.entries() if r.f == target and r.out is None]
+    if not regs:
+        raise LookupError(f"no reverse rule is registered for {rulekit.function_name(f)}")
+    mod = module or "rules"
+    seen: set[Any] = set()
+    for r in regs:
+        if r.patterns in seen:
+            continue
+        seen.add(r.patterns)
+        mod = module or r.module
+        if frule is not None:
+            forward_registry.add("frule", f, r.patterns, frule, examples=r.examples, module=mod)
+        if vjp is not None:
+            vjp_registry.add("vjp", f, r.patterns, vjp, examples=r.examples, module=mod)
+
+
+def traced_rules(impl: Callable[..., Any]) -> tuple[Callable[..., Any], Callable[..., Any]]:
+    """A forward rule and a differentiable pullback for a function re-implemented in NumPy
+    (`rules.numpy._composite`): `rulekit.jvp` / `rulekit.vjp` of `impl`, run where the rule
+    runs, so they differentiate `impl`'s own operations (to any order)."""
+
+    def frule(f: Any, *args: Any, **kwargs: Any) -> Any:
+        primals = tuple(a.x for a in args)
+        tangents = tuple(a.dx for a in args)
+        if all(_no_tangent(t) for t in tangents):
+            return rulekit.Dual(impl(*primals, **kwargs), None)
+        y, dy = rulekit.jvp(lambda *xs: impl(*xs, **kwargs), primals, tangents)
+        return rulekit.Dual(y, dy)
+
+    def vjp(active: Any, *args: Any, **kwargs: Any) -> Any:
+        y, vjp_fn = rulekit.vjp(lambda *xs: impl(*xs, **kwargs), *args)
+
+        def pullback(g: Any) -> tuple[Any, ...]:
+            cts = vjp_fn(g)
+            return tuple(c if a else None for c, a in zip(cts, active, strict=True))
+
+        return y, pullback
+
+    name = getattr(impl, "__name__", "impl")
+    frule.__name__ = frule.__qualname__ = f"{name}_frule"
+    vjp.__name__ = vjp.__qualname__ = f"{name}_vjp"
+    frule.__doc__ = f"ẏ = jvp of {name} (its NumPy re-implementation, traced)."
+    vjp.__doc__ = f"x̄ = vjp of {name} (its NumPy re-implementation, traced)."
+    return frule, vjp
+
+
+def _no_tangent(t: Any) -> bool:
+    if isinstance(t, (list, tuple)):
+        return all(_no_tangent(e) for e in t)
+    return t is None
+
+
+def register_traced(f: Any, impl: Callable[..., Any]) -> None:
+    """`register_like(f, ...)` with `traced_rules(impl)`."""
+    frule, vjp = traced_rules(impl)
+    register_like(f, frule=frule, vjp=vjp)

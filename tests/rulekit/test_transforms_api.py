@@ -1,0 +1,364 @@
+"""`vjp`, `stop_gradient`, `elementwise_grad`, `grad(has_aux=True)`, and the errors of the
+transformations (a TracingError or ValueError, never a wrong value).
+
+References: closed forms, and central differences (double precision) of
+⟨ct, f(x)⟩ for a vector-Jacobian product.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import rulekit
+import rules  # noqa: F401  (registers the bundled rules)
+from rulekit import Array, TracingError
+from testutils._layouts import relayout
+
+SETTINGS = settings(max_examples=10, deadline=None, derandomize=True, database=None)
+LAYOUTS = ("C", "F", "negative", "strided")
+SHAPES: tuple[tuple[int, ...], ...] = ((), (0,), (4,), (2, 3))
+H = 1e-6
+
+
+def _values(seed: int, shape: tuple[int, ...], dtype: Any = np.float64) -> Any:
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(-1.2, 1.2, shape)
+    if np.dtype(dtype).kind == "c":
+        x = x + 1j * rng.uniform(-1.2, 1.2, shape)
+    return np.asarray(x, dtype)
+
+
+@st.composite
+def arrays(draw: Any, dtypes: tuple[Any, ...] = (np.float64,), n: int = 1) -> Any:
+    dtype = draw(st.sampled_from(dtypes))
+    shape = draw(st.sampled_from(SHAPES))
+    out = [
+        relayout(_values(draw(st.integers(0, 2**16)), shape, dtype), draw(st.sampled_from(LAYOUTS)))
+        for _ in range(n)
+    ]
+    return out[0] if n == 1 else tuple(out)
+
+
+def fd_vjp(f: Callable[..., Any], args: tuple[Any, ...], argnum: int, ct: Any) -> Any:
+    """∂/∂args[argnum] of Re⟨ct, f(args)⟩ by central differences (a complex argument:
+    ∂/∂Re + i·∂/∂Im, the engine's convention)."""
+    x = np.asarray(args[argnum])
+    g = np.zeros(x.shape, np.complex128 if np.iscomplexobj(x) else np.float64)
+    units = (1.0, 1j) if np.iscomplexobj(x) else (1.0,)
+    for k in np.ndindex(x.shape):
+        for u in units:
+            vals = []
+            for s in (H, -H):
+                a = list(args)
+                xp = x.astype(g.dtype)
+                xp[k] += s * u
+                a[argnum] = xp
+                vals.append(np.sum(np.real(np.conj(ct) * f(*a))))
+            g[k] += u * (vals[0] - vals[1]) / (2 * H)
+    return g
+
+
+def close(got: Any, want: Any, rtol: float = 1e-6) -> None:
+    g, w = np.asarray(got), np.asarray(want)
+    assert g.shape == w.shape, f"shape {g.shape}, reference {w.shape}"
+    np.testing.assert_allclose(g, w, rtol=rtol, atol=rtol * (1 + np.max(np.abs(w), initial=0)))
+
+
+def f2(x: Any, y: Any) -> Any:
+    return np.sin(x) * y + np.exp(0.5 * x * y)
+
+
+# -- vjp ------------------------------------------------------------------------------------
+
+
+@SETTINGS
+@given(arrays(dtypes=(np.float64, np.complex128), n=2), st.integers(0, 99))
+def test_vjp_vs_differences_and_reuse(xy: Any, seed: int) -> None:
+    x, y = xy
+    out, vjp_fn = rulekit.vjp(f2, x, y)
+    np.testing.assert_allclose(out, f2(x, y), rtol=1e-14)
+    c1, c2 = _values(seed, np.shape(out), out.dtype), _values(seed + 1, np.shape(out), out.dtype)
+    r1, r2 = vjp_fn(c1), vjp_fn(c2)
+    assert len(r1) == 2
+    for i in (0, 1):
+        close(r1[i], fd_vjp(f2, (x, y), i, c1))
+        close(r2[i], fd_vjp(f2, (x, y), i, c2))
+    # linear in the cotangent, and the same answer on a repeated call
+    r12 = vjp_fn(2.0 * c1 - 3.0 * c2)
+    for i in (0, 1):
+        close(r12[i], 2.0 * r1[i] - 3.0 * r2[i], 1e-12)
+        np.testing.assert_array_equal(vjp_fn(c1)[i], r1[i])
+
+
+def test_vjp_of_a_tuple_output_and_has_aux() -> None:
+    x = _values(1, (3,))
+
+    def f(x: Any) -> Any:
+        return (np.sin(x), np.sum(x**2)), {"n": 7, "y": np.cos(x)}
+
+    (a, b), vjp_fn, aux = rulekit.vjp(f, x, has_aux=True)
+    close(a, np.sin(x), 1e-15)
+    close(b, np.sum(x**2), 1e-15)
+    assert aux["n"] == 7 and type(aux["y"]) is np.ndarray
+    np.testing.assert_allclose(aux["y"], np.cos(x))
+    (gx,) = vjp_fn((np.ones(3), 2.0))
+    close(gx, np.cos(x) + 4 * x, 1e-12)
+    (gx,) = vjp_fn((np.zeros(3), 1.0))
+    close(gx, 2 * x, 1e-12)
+
+
+def test_vjp_fn_inside_grad_and_jvp_reused() -> None:
+    """A vjp started inside another transformation (nested), its vjp_fn called twice:
+    v(x) = ⟨u, J(x)ᵀ w₁⟩ + ⟨u, J(x)ᵀ w₂⟩ with f = sin(x)·x, Jᵀw = w·(x cos x + sin x)."""
+    x, u, w1, w2 = _values(2, (4,)), _values(3, (4,)), _values(4, (4,)), _values(5, (4,))
+
+    def v(x: Any) -> Any:
+        _, fn = rulekit.vjp(lambda t: np.sin(t) * t, x)
+        return np.sum(u * fn(w1)[0]) + np.sum(u * fn(w2)[0])
+
+    d = -x * np.sin(x) + 2 * np.cos(x)  # d/dx (x cos x + sin x)
+    want = u * (w1 + w2) * d
+    close(rulekit.grad(v)(x), want, 1e-12)
+    t = _values(6, (4,))
+    close(rulekit.jvp(v, (x,), (t,))[1], np.sum(want * t), 1e-12)
+
+    # linearity of a nested vjp_fn in its cotangent
+    def lin(x: Any) -> Any:
+        _, fn = rulekit.vjp(lambda t: np.sin(t) * t, x)
+        return np.sum(u * (fn(w1 + w2)[0] - fn(w1)[0] - fn(w2)[0]))
+
+    close(rulekit.grad(lin)(x), np.zeros(4), 1e-12)
+
+
+def test_vjp_of_a_random_function_refuses_its_pullback() -> None:
+    rng = np.random.default_rng(0)
+
+    def noisy(x: Any) -> Any:
+        return x * rng.uniform(size=np.shape(x))
+
+    _, vjp_fn = rulekit.vjp(noisy, np.ones(3))
+    with pytest.raises(TracingError, match="different value"):
+        vjp_fn(np.ones(3))
+
+    def legacy_noisy(x: Any) -> Any:
+        return np.sin(x) + np.random.rand(*np.shape(x))
+
+    _, vjp_fn = rulekit.vjp(legacy_noisy, np.ones(2))
+    with pytest.raises(TracingError):
+        vjp_fn(np.ones(2))
+
+
+def test_vjp_fn_rejects_a_cotangent_of_the_wrong_shape_when_nested() -> None:
+    def g(x: Any) -> Any:
+        _, fn = rulekit.vjp(np.sin, x)
+        return np.sum(fn(np.ones(2))[0])
+
+    with pytest.raises(ValueError, match="shape"):
+        rulekit.grad(g)(np.ones(3))
+
+
+# -- stop_gradient ----------------------------------------------------------------------------
+
+
+def test_stop_gradient_value_is_a_copy() -> None:
+    x = np.array([1.0, 2.0])
+    y = rulekit.stop_gradient(x)
+    assert y is not x and not np.shares_memory(x, y)
+    x[0] = 5.0
+    np.testing.assert_array_equal(y, [1.0, 2.0])
+    assert rulekit.stop_gradient(3.0) == 3.0
+    d = rulekit.stop_gradient({"a": x, "b": (x, 1)})
+    np.testing.assert_array_equal(d["a"], x)
+    assert d["b"][1] == 1
+
+
+def test_stop_gradient_blocks_every_level() -> None:
+    x = np.array([0.5, -1.5, 2.0])
+
+    def f(x: Any) -> Any:  # x²·s(x): with s constant, ∇ = 2x·x, ∇² = diag(2x)
+        return np.sum(x**2 * rulekit.stop_gradient(x))
+
+    close(rulekit.grad(f)(x), 2 * x * x, 1e-14)
+    v = _values(7, (3,))
+    close(rulekit.jvp(f, (x,), (v,))[1], np.sum(2 * x * x * v), 1e-14)
+    close(rulekit.jvp(lambda x: x * rulekit.stop_gradient(x), (x,), (v,))[1], v * x, 1e-14)
+    for mode in ("forward-over-reverse", "reverse-over-reverse", "reverse-over-forward"):
+        close(rulekit.hessian(f, mode=mode)(x), np.diag(2 * x), 1e-14)
+    close(rulekit.grad(lambda x: np.sum(rulekit.stop_gradient(np.sin(x))))(x), np.zeros(3), 0)
+
+    def outer(x: Any) -> Any:  # the stopped value also has no derivative for the outer level
+        inner = rulekit.grad(lambda y: np.sum(rulekit.stop_gradient(x * y) * y))(x)
+        return np.sum(inner)  # = Σ x·x, but stopped: derivative 0
+
+    close(rulekit.grad(outer)(x), np.zeros(3), 0)
+    close(rulekit.jvp(outer, (x,), (v,))[1], 0.0, 0)
+
+
+# -- elementwise_grad, grad(has_aux) ---------------------------------------------------------
+
+
+@SETTINGS
+@given(arrays())
+def test_elementwise_grad(x: Any) -> None:
+    close(rulekit.elementwise_grad(np.tanh)(x), 1 - np.tanh(x) ** 2, 1e-13)
+    close(rulekit.elementwise_grad(lambda t: np.sin(t) * t**2)(x),
+          np.cos(x) * x**2 + 2 * x * np.sin(x), 1e-13)  # fmt: skip
+    close(rulekit.elementwise_grad(lambda a, b: a * np.exp(b), argnum=1)(x, x),
+          x * np.exp(x), 1e-13)  # fmt: skip
+
+
+def test_elementwise_grad_of_elementwise_grad() -> None:
+    x = _values(8, (5,))
+    close(rulekit.elementwise_grad(rulekit.elementwise_grad(np.sin))(x), -np.sin(x), 1e-13)
+
+
+def test_grad_has_aux() -> None:
+    x = _values(9, (3,))
+
+    def f(x: Any) -> Any:
+        loss = np.sum(x**3)
+        return loss, {"loss": loss, "k": 2}
+
+    g, aux = rulekit.grad(f, has_aux=True)(x)
+    close(g, 3 * x**2, 1e-14)
+    assert aux["k"] == 2 and np.isclose(aux["loss"], np.sum(x**3))
+
+    def outer(x: Any) -> Any:  # has_aux inside another transformation
+        g, aux = rulekit.grad(f, has_aux=True)(x)
+        assert aux["k"] == 2
+        return np.sum(g)
+
+    close(rulekit.grad(outer)(x), 6 * x, 1e-14)
+    (g1, g2), aux = rulekit.grad(lambda a, b: (np.sum(a * b), b), argnums=(0, 1),
+                                 has_aux=True)(x, 2 * x)  # fmt: skip
+    close(g1, 2 * x, 0)
+    close(g2, x, 0)
+    np.testing.assert_array_equal(aux, 2 * x)
+
+
+# -- errors -----------------------------------------------------------------------------------
+
+
+def _reverse_only(x: Any) -> Any:
+    return np.sum(np.sin(x) ** 2)
+
+
+reverse_only = rulekit.primitive(_reverse_only)
+
+
+def test_a_function_without_a_forward_rule_is_named(registrations: None) -> None:
+    x = _values(10, (3,))
+    rulekit.registry.add("rrule", reverse_only, (Array[np.float64, 1],),
+                         rulekit.build_rrule(_reverse_only, x))  # fmt: skip
+    close(rulekit.grad(reverse_only)(x), np.sin(2 * x), 1e-12)  # reverse mode works
+    with pytest.raises(TracingError, match=r"_reverse_only.*no forward rule"):
+        rulekit.jvp(reverse_only, (x,), (np.ones(3),))
+    with pytest.raises(TracingError, match=r"_reverse_only.*no forward rule"):
+        rulekit.jacfwd(reverse_only)(x)
+    with pytest.raises(TracingError, match=r"_reverse_only.*no differentiable pullback"):
+        rulekit.grad(lambda x: np.sum(rulekit.grad(reverse_only)(x) ** 2))(x)
+    with pytest.raises(TracingError, match="_reverse_only"):
+        rulekit.hessian(reverse_only)(x)
+
+
+def test_a_value_of_a_finished_transformation_is_refused() -> None:
+    x, v = _values(11, (3,)), np.ones(3)
+    kept: list[Any] = []
+
+    def leaky(x: Any) -> Any:
+        y = np.sin(x)
+        kept.append(y)
+        return y
+
+    rulekit.jvp(leaky, (x,), (v,))
+    with pytest.raises(TracingError, match="returned"):
+        np.cos(kept[-1])
+    with pytest.raises(TracingError):
+        kept[-1] + 1.0
+
+    def outer(x: Any) -> Any:
+        rulekit.grad(lambda y: np.sum(leaky(y * x)))(x)  # the inner (nested) grad finishes
+        return np.sum(kept[-1] * x)
+
+    with pytest.raises(TracingError, match="returned"):
+        rulekit.grad(outer)(x)
+    with pytest.raises(TracingError, match="returned"):
+        rulekit.jvp(outer, (x,), (v,))
+
+
+def test_an_inner_value_written_into_an_outer_array_is_refused() -> None:
+    x, v = _values(12, (3,)), np.ones(3)
+
+    def outer(x: Any) -> Any:
+        buf = x * 1.0  # traced by the outer transformation
+
+        def inner(y: Any) -> Any:
+            buf[0] = y[0] * 2.0  # an inner-level value into an outer-level array
+            return np.sum(y * y)
+
+        rulekit.grad(inner)(x)
+        return np.sum(buf)
+
+    with pytest.raises(TracingError, match="inner transformation"):
+        rulekit.jvp(outer, (x,), (v,))
+    with pytest.raises(TracingError):
+        rulekit.grad(outer)(x)
+    with pytest.raises(TracingError):
+        rulekit.hessian(outer)(x)
+
+
+def test_nested_reverse_refuses_writes_into_arguments_and_views() -> None:
+    x = _values(13, (4,))
+
+    def into_argument(x: Any) -> Any:
+        x[0] = 2.0
+        return np.sum(x**3)
+
+    def into_a_view(x: Any) -> Any:
+        y = x * 1.0
+        v = y[1:]
+        v[0] = 3.0  # numpy would change y too; the nested reverse mode refuses
+        return np.sum(y**3)
+
+    def into_an_array_with_views(x: Any) -> Any:
+        y = x * 1.0
+        v = y[1:]
+        y[1] = 3.0
+        return np.sum(v**3)
+
+    for f in (into_argument, into_a_view, into_an_array_with_views):
+        for transform in (
+            lambda f: rulekit.hessian(f, mode="reverse-over-reverse"),
+            lambda f: rulekit.jacrev(rulekit.grad(f)),
+            lambda f: rulekit.grad(lambda x: np.sum(rulekit.grad(f)(x))),
+        ):
+            with pytest.raises(TracingError, match="in-place write"):
+                transform(f)(x.copy())
+
+
+def test_forward_mode_writes_into_views_are_right() -> None:
+    """The same writes are fine in forward mode: the tangent follows the primal."""
+    x, v = _values(14, (4,)), _values(15, (4,))
+
+    def into_a_view(x: Any) -> Any:
+        y = x * 1.0
+        w = y[1:]
+        w[0] = x[0] ** 2
+        return y**3
+
+    y = x.copy()
+    y[1] = x[0] ** 2
+    dy = v.copy()  # d(y³) = 3y²·dy, with dy[1] = 2x₀v₀
+    dy[1] = 2 * x[0] * v[0]
+    close(rulekit.jvp(into_a_view, (x,), (v,))[1], 3 * y**2 * dy, 1e-12)
+
+
+def test_jvp_tangent_shape_mismatch_of_a_scalar_primal() -> None:
+    with pytest.raises(ValueError, match="shape"):
+        rulekit.jvp(np.sin, (1.0,), (np.ones(2),))
