@@ -115,13 +115,7 @@ def test_hessp_is_the_derivative_of_the_gradient(data: Any, rng: np.random.Gener
     assert obj.nhev == 3
 
 
-@pytest.mark.parametrize("mode", [
-    "forward-over-reverse",
-    pytest.param("reverse-over-reverse", marks=pytest.mark.xfail(
-        strict=True, reason="jacrev(jacrev(f)): vjp_fn compares the rerun's value bit for bit "
-        "with the plain call's, which differ by rounding (reported to the lead)")),
-    "reverse-over-forward",
-])  # fmt: skip
+@pytest.mark.parametrize("mode", MODES)
 def test_hess_is_the_closed_form_hessian(data: Any, rng: np.random.Generator, mode: str) -> None:
     X, y = data
     obj = scipy_objective(loss, args=(X, y), mode=mode)

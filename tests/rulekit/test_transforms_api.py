@@ -362,3 +362,69 @@ def test_forward_mode_writes_into_views_are_right() -> None:
 def test_jvp_tangent_shape_mismatch_of_a_scalar_primal() -> None:
     with pytest.raises(ValueError, match="shape"):
         rulekit.jvp(np.sin, (1.0,), (np.ones(2),))
+
+
+def test_jvp_refuses_tangents_it_cannot_honour() -> None:
+    """A complex tangent of a real primal (its imaginary part would be lost) and a nonzero
+    tangent of an integer primal (no derivative) raise; None or zeros for an int are fine."""
+    x = _values(16, (3,))
+    with pytest.raises(TypeError, match="complex tangent"):
+        rulekit.jvp(np.sin, (x,), (np.ones(3) + 1j,))
+    with pytest.raises(TypeError, match="nonzero tangent"):
+        rulekit.jvp(lambda x, n: x * n, (x, 3), (np.ones(3), 1.0))
+    for t in (None, 0, np.zeros(())):
+        _, ydot = rulekit.jvp(lambda x, n: x * n, (x, 3), (np.ones(3), t))
+        close(ydot, 3 * np.ones(3), 0)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("n", [1, 3])
+def test_jvp_writes_through_a_reversed_view_of_an_argument(layout: str, n: int) -> None:
+    """`r = x[::-1]; r += x` on every layout (a length-1 axis's stride does not matter:
+    the fuzzer found the write refused for a 1-element negative-stride argument)."""
+    x = relayout(_values(17, (n,), np.complex128), layout)
+    v = _values(18, (n,), np.complex128)
+
+    def f(x: Any) -> Any:
+        r = x[::-1]
+        r += x
+        return np.sum(np.real(r) * np.arange(1.0, n + 1))
+
+    _, ydot = rulekit.jvp(f, (x.copy(),), (v,))
+    close(ydot, np.sum(np.real(v[::-1] + v) * np.arange(1.0, n + 1)), 1e-12)
+
+
+@pytest.mark.parametrize("how", ["jacfwd", "jvp"])
+def test_aux_keeps_the_derivatives_of_enclosing_levels(how: str) -> None:
+    """has_aux strips its own level's tangents from aux only: an enclosing grad still
+    differentiates through aux (d/dx Σ x² = 2x)."""
+    x = _values(19, (3,))
+
+    def f(x: Any) -> Any:
+        return np.sin(x), {"y": x**2, "n": 3}
+
+    def outer(x: Any) -> Any:
+        if how == "jacfwd":
+            _, aux = rulekit.jacfwd(f, has_aux=True)(x)
+        else:
+            _, _, aux = rulekit.jvp(f, (x,), (np.ones(3),), has_aux=True)
+        assert aux["n"] == 3
+        return np.sum(aux["y"])
+
+    close(rulekit.grad(outer)(x), 2 * x, 1e-14)
+    _, aux = rulekit.jacfwd(f, has_aux=True)(x)
+    assert type(aux["y"]) is np.ndarray
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_vjp_fn_is_reusable_on_every_layout(layout: str) -> None:
+    """vjp_fn reruns the function on kept copies: in another layout than the caller's, its
+    last bits may differ (SIMD and strided loops round differently); that is no error."""
+    a = relayout(_values(20, (2, 5)), layout)
+    b = relayout(_values(21, (2, 5)), layout)
+    _, vjp_fn = rulekit.vjp(lambda a, b: a * np.exp(b) + np.tanh(a), a, b)
+    for k in range(3):
+        ct = _values(22 + k, (2, 5))
+        ga, gb = vjp_fn(ct)
+        close(ga, ct * (np.exp(b) + 1 - np.tanh(a) ** 2), 1e-12)
+        close(gb, ct * a * np.exp(b), 1e-12)

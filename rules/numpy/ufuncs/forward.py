@@ -87,8 +87,8 @@ def index_rules(prim: Any, fn: Any, examples: Any) -> None:
         return prim(*args, **kw), lambda g: (None,) * len(args)
 
     rulekit.rrule.register(prim, Any, Vararg[Any], examples=examples)(nondiff)
-    rulekit.frule.register(prim, Any, Vararg[Any])(index_frule)
-    rulekit.vjp_rule.register(prim, Any, Vararg[Any])(index_vjp)
+    rulekit.frule.register(prim, Any, Vararg[Any], examples=examples)(index_frule)
+    rulekit.vjp_rule.register(prim, Any, Vararg[Any], examples=examples)(index_vjp)
 
 
 def _plain(kw: dict[str, Any]) -> dict[str, Any]:
