@@ -87,9 +87,10 @@ class ForwardLevel(Level):
                 f"returned {type(out).__name__}, not a rulekit.Dual(y, ẏ)."
             )
         y, dy = out.x, out.dx
-        if isinstance(y, tuple) and not hasattr(y, "_fields"):
+        if isinstance(y, tuple):  # (a namedtuple too: slogdet, eigh, svd, qr)
             dys = (None,) * len(y) if dy is None else dy
-            return tuple(self._wrap(e, d, duals) for e, d in zip(y, dys, strict=True))
+            outs = [self._wrap(e, d, duals) for e, d in zip(y, dys, strict=True)]
+            return type(y)(*outs) if hasattr(y, "_fields") else tuple(outs)
         return self._wrap(y, dy, duals)
 
     def _wrap(self, y: Any, dy: Any, duals: list[Dual]) -> Any:

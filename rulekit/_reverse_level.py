@@ -111,20 +111,21 @@ class ReverseLevel(Level):
         active = tuple(p is not None for p in parents)
         prims = self.primal_of(args)
         y, pullback = impl(active, *prims, **kwargs)
-        many = isinstance(y, tuple) and not hasattr(y, "_fields")
+        many = isinstance(y, tuple)  # (a namedtuple too: slogdet, eigh, svd, qr)
         node = Node(pullback, parents, len(y) if many else 0)
         self.nodes.append(node)
         if many:
-            out = tuple(self._wrap(e, node, i, prims) for i, e in enumerate(y))
+            outs = [self._wrap(e, node, i, prims) for i, e in enumerate(y)]
+            out = type(y)(*outs) if hasattr(y, "_fields") else tuple(outs)
         else:
             out = self._wrap(y, node, None, prims)
         return out
 
     def _wrap(self, y: Any, node: Node, index: int | None, prims: Any) -> Any:
-        if isinstance(y, list):
+        if isinstance(y, (list, dict)):
             raise TracingError(
-                f"a differentiable pullback returned a list output ({len(y)} values); return "
-                "a tuple"
+                f"a differentiable pullback returned a {type(y).__name__} output ({len(y)} "
+                "values), whose values would lose their derivative. Fix: return a tuple."
             )
         if not _inexact(y):
             return y
