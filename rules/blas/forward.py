@@ -20,9 +20,11 @@ wrapper), so the rules are traceable.
 
 Mutation: where scipy writes into an argument (overwrite_c/y/a/b set and the array
 F-contiguous of the routine's dtype; axpy's y and scal's x whenever contiguous), the
-frule writes the new tangent into that argument's `dx` in place too; a constant argument
-(dx None) receiving a tangent raises TracingError. The vjp rules cover the calls that
-write into nothing (they refuse the others: the nested engine then says so).
+frule writes the new tangent into that argument's `dx` in place too. A constant argument
+(dx None) that would receive a tangent is refused with TracingError (`_refusal`) before
+scipy runs and before any tangent is written: every argument is left as it was. The vjp
+rules cover the calls that write into nothing (they refuse the others: the nested engine
+then says so).
 """
 
 from __future__ import annotations
@@ -310,6 +312,9 @@ def blas_frule(f: Dual, *args: Dual, **kwargs: Any) -> Dual:
     if family in ("trmm", "trsm"):  # the solve needs X: the primal first (B read before)
         io = "b"
         writes = _writes(b, io, family, dtype)
+        gets = _tan(b["alpha"]) is not None or _tan(b["a"]) is not None
+        if writes and _constant(b[io]) and gets and np.size(_val(b[io])) > 0:
+            raise _refusal(name, io, dtype)  # (before the call, which overwrites b)
         old_b = _val(b["b"])
         if writes:
             old_b = old_b.copy()
@@ -323,11 +328,48 @@ def blas_frule(f: Dual, *args: Dual, **kwargs: Any) -> Dual:
         return Dual(y, None if t is None else shaped_like(t, y))
     io, t = _FAMILY[family](b, name)  # (tangents before the call: it may overwrite)
     writes = io is not None and _writes(b, io, family, dtype)
+    if writes and io is not None and _constant(b[io]) and _writes_tangent(t):
+        raise _refusal(name, io, dtype)  # (before the call, which overwrites b[io])
     y = wrapper(*[a.x for a in args], **{k: _val(v) for k, v in kwargs.items()})
     return _finish(b, name, io, writes, y, t)
 
 
+def _writes_tangent(t: Any) -> bool:
+    """Whether a family's tangent `t` (an array, None, or a ("put", off, inc, n, new) of
+    selected vector elements) puts a tangent into at least one element of the output."""
+    if isinstance(t, tuple) and t and t[0] == "put":
+        return t[4] is not None and int(t[3]) > 0
+    return t is not None and 0 not in np.shape(t)
+
+
+def _constant(d: Any) -> bool:
+    """Whether a bound argument has no tangent (a constant)."""
+    return not isinstance(d, Dual) or d.dx is None
+
+
+def _refusal(name: str, io: str, dtype: Any) -> TracingError:
+    """The error for a call that would overwrite the constant argument `io` in place with a
+    value that has a tangent. `blas_frule` raises it before the primal runs and before any
+    tangent is written, so a refused call leaves every argument (values and tangents) as
+    it was."""
+    dt = np.dtype(dtype).name
+    if name[1:] in ("axpy", "scal"):
+        where = f"a contiguous {dt} array: scipy writes into it"
+        how = f"compute {'a * x + y' if name.endswith('axpy') else 'a * x'} with NumPy instead"
+    else:
+        where = f"overwrite_{io}=1 on an F-contiguous {dt} array: scipy writes into it"
+        how = f"pass overwrite_{io}=0 (scipy then returns a new array)"
+    return TracingError(
+        f"{name}: the call overwrites its argument {io!r} in place ({where}) with a value that "
+        f"has a tangent, but {io!r} is a constant (no tangent), so the derivative of its new "
+        f"value would be lost. Fix: differentiate with respect to {io!r} too (give it a "
+        f"tangent; zeros keep the result exact), or {how}. Refused before the call: every "
+        "argument is unchanged."
+    )
+
+
 def _finish(b: dict[str, Any], name: str, io: str | None, writes: bool, y: Any, t: Any) -> Dual:
+    written = _writes_tangent(t)
     if isinstance(t, tuple) and t and t[0] == "put":  # selected vector elements
         _, off, inc, n, new = t
         base = _tan(b[io]) if io is not None else None
@@ -348,11 +390,9 @@ def _finish(b: dict[str, Any], name: str, io: str | None, writes: bool, y: Any, 
     if t is None:
         return Dual(y, d.dx if isinstance(d, Dual) else None)
     if not isinstance(d, Dual) or d.dx is None:
-        raise TracingError(
-            f"{name}: this BLAS call overwrites its argument "
-            f"{io!r} in place with a value that has a tangent, but {io!r} is a constant (no "
-            f"tangent). Give {io!r} a tangent (e.g. zeros), or pass overwrite_{io}=0 / a copy."
-        )
+        if not written:  # (no element written with a tangent, e.g. n=0: it stays constant)
+            return Dual(y, None)
+        raise _refusal(name, io, np.result_type(y))  # (not reached: refused before the call)
     d.dx[...] = t
     return Dual(y, d.dx)
 

@@ -17,6 +17,16 @@ in rules.blas.forward, ⟨U, V⟩ = Σ conj(U)·V; a transposed operand gets op'
            T̄ = −Xᴴ·Z); T̄ lands on A's triangle (not on a unit diagonal)
 
 The solves use the trsm wrappers themselves (their rules when traced).
+
+A call that writes into its argument (overwrite_c/y/a/b=1 on an F-contiguous array of the
+routine's dtype: scipy works in place) has no differentiable pullback: the rule refuses it
+(NotImplementedError, before the call) and nested reverse mode says so. Such a call mutates
+an argument. A traced keyword argument is refused too: a pullback returns cotangents for
+the positional arguments only. The kit proves a vjp rule only on calls that mutate nothing
+(in every layout it tries: an F-ordered copy of a C-ordered c is overwritten) and gives a
+keyword array a cotangent, so the vjp registrations carry the reverse rules' examples
+without those that set an overwrite flag or pass an array by keyword (`_served`; they are
+checked as forward and reverse rules, the refusal by tests/rules/blas/test_forward.py).
 """
 
 from __future__ import annotations
@@ -26,6 +36,9 @@ from typing import Any
 
 import numpy as np
 
+from rulekit import Example
+from rulekit._registry import vjp_registry
+from rulekit._signature import unwrap
 from rules._support.forward import register_like
 from rules.blas import routines as _routines
 from rules.blas._routine import f2py_inplace, f2py_params, op_of
@@ -227,18 +240,26 @@ _WRITES = {"gemm": ("c", 2), "gemv": ("y", 1), "ger": ("a", 2), "geru": ("a", 2)
 _DT = {"s": np.float32, "d": np.float64, "c": np.complex64, "z": np.complex128}
 
 
+def _overwrites(name: str, b: dict[str, Any]) -> str | None:
+    """The argument the call `name(**b)` writes into in place (scipy's rule: overwrite flag
+    set, an F-contiguous array of the routine's dtype), None if it writes into nothing."""
+    io = _WRITES.get("nrm2" if name.endswith("nrm2") else name[1:])
+    if io is None or b.get(io[0]) is None or not b.get("overwrite_" + io[0], 0):
+        return None
+    return io[0] if f2py_inplace(b[io[0]], np.dtype(_DT[name[0]]), io[1]) else None
+
+
 def _vjp(wrapper: Any) -> Any:
     name = wrapper.fn.__name__.split()[-1]
     family = "nrm2" if name.endswith("nrm2") else name[1:]
 
     def rule(active: Sequence[bool], *args: Any, **kwargs: Any) -> tuple[Any, Any]:
         b, names = _bind(wrapper, args, kwargs)
-        io = _WRITES.get(family)
-        if io is not None and b.get(io[0]) is not None and b.get("overwrite_" + io[0], 0) and (
-                f2py_inplace(b[io[0]], np.dtype(_DT[name[0]]), io[1])):  # fmt: skip
+        io = _overwrites(name, b)
+        if io is not None:  # (before the call: it would write into `io`)
             raise NotImplementedError(
-                f"{name} with overwrite_{io[0]}=1 writes into {io[0]}: it has no differentiable "
-                f"pullback (nested reverse mode); pass overwrite_{io[0]}=0."
+                f"{name} with overwrite_{io}=1 writes into {io}: it has no differentiable "
+                f"pullback (nested reverse mode); pass overwrite_{io}=0."
             )
         for k, v in kwargs.items():
             if v is not None and not isinstance(v, (np.ndarray, np.generic, int, float, complex,
@@ -273,9 +294,31 @@ def _vjp(wrapper: Any) -> Any:
     return rule
 
 
+def _served(wrapper: Any, examples: Any) -> Any:
+    """`examples` (a list or a callable returning one) without the calls that set an
+    overwrite flag (in place in some layout) or pass an array by keyword: the calls the vjp
+    rule serves, in every layout (see the module docstring)."""
+    name = wrapper.fn.__name__.split()[-1]
+    io = _WRITES.get(name[1:])
+
+    def keep(ex: Example) -> bool:
+        if any(isinstance(v, np.ndarray) for v in ex.kwargs.values()):
+            return False
+        return io is None or not _bind(wrapper, ex.args, ex.kwargs)[0].get("overwrite_" + io[0])
+
+    def filtered() -> list[Example]:
+        return [ex for ex in (examples() if callable(examples) else examples) if keep(ex)]
+
+    return None if examples is None else filtered
+
+
 def register_vjps() -> None:
-    """Register the differentiable pullbacks (all families but axpy and scal, which write)."""
+    """Register the differentiable pullbacks (all families but axpy and scal, which write),
+    with the examples of the calls they serve (`_served`)."""
     for n in _routines.__all__:
         w = getattr(_routines, n)
         if not (n.endswith("axpy") or n.endswith("scal")):
             register_like(w, vjp=_vjp(w))
+            for r in vjp_registry.entries():
+                if r.f == unwrap(w) and r.kind == "vjp":
+                    r.examples = _served(w, r.examples)

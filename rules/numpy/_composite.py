@@ -22,8 +22,9 @@ import numpy as np
 import rulekit
 from rulekit import CoDual, NoFData, NoRData
 from rules._support.cotangents import NO_F, accumulate_sequence
+from rules._support.forward import register_like, traced_rules
 
-__all__ = ["composite"]
+__all__ = ["composite", "register_traced_keywords"]
 
 
 def composite(impl: Callable[..., Any], adjoint: str) -> Callable[[Any], Any]:
@@ -107,3 +108,39 @@ def _element_fdata(a: CoDual) -> list[Any]:
             dk = NO_F  # (a list's fdata may hold a number's full tangent: the tracer wants NoFData)
         out.append(dk)
     return out
+
+
+def register_traced_keywords(f: Any, impl: Callable[..., Any]) -> None:
+    """`rules._support.forward.register_traced(f, impl)`, with a forward rule that also
+    differentiates keyword arguments given with a tangent (`aweights=Dual(w, ẇ)`), as the
+    derived reverse rule (`composite`) differentiates a traced keyword array."""
+    _, vjp = traced_rules(impl)
+    register_like(f, frule=_keyword_frule(impl), vjp=vjp)
+
+
+def _keyword_frule(impl: Callable[..., Any]) -> Callable[..., Any]:
+    def frule(f: Any, *args: Any, **kwargs: Any) -> Any:
+        names = [k for k, v in kwargs.items() if isinstance(v, rulekit.Dual)]
+        rest = {k: v for k, v in kwargs.items() if k not in names}
+        n = len(args)
+        primals = tuple(a.x for a in args) + tuple(kwargs[k].x for k in names)
+        tangents = tuple(a.dx for a in args) + tuple(kwargs[k].dx for k in names)
+
+        def call(*xs: Any) -> Any:
+            return impl(*xs[:n], **rest, **dict(zip(names, xs[n:], strict=True)))
+
+        if all(_no_tangent(t) for t in tangents):
+            return rulekit.Dual(call(*primals), None)
+        y, dy = rulekit.jvp(call, primals, tangents)
+        return rulekit.Dual(y, dy)
+
+    name = getattr(impl, "__name__", "impl")
+    frule.__name__ = frule.__qualname__ = f"{name}_frule"
+    frule.__doc__ = f"ẏ = jvp of {name} (its NumPy re-implementation, traced; keywords too)."
+    return frule
+
+
+def _no_tangent(t: Any) -> bool:
+    if isinstance(t, (list, tuple)):
+        return all(_no_tangent(e) for e in t)
+    return t is None

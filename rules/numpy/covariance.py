@@ -26,7 +26,7 @@ import rulekit
 from rulekit import Array, Vararg, example
 from rules._support.examples import randn
 from rules._support.forward import register_traced
-from rules.numpy._composite import composite
+from rules.numpy._composite import composite, register_traced_keywords
 
 __all__ = ["corrcoef_impl", "cov_impl"]
 
@@ -157,5 +157,5 @@ rulekit.build_primitive_rrule.register(np.corrcoef, Array[np.inexact], Vararg[An
                                        examples=_corrcoef_examples)(composite(
     corrcoef_impl, "R = clip(C/(σσᵀ)), σ = √diag C ⇒ the adjoints of cov, sqrt, division and clip"
 ))  # fmt: skip
-register_traced(np.cov, cov_impl)
+register_traced_keywords(np.cov, cov_impl)  # (a tangent on aweights= too)
 register_traced(np.corrcoef, corrcoef_impl)

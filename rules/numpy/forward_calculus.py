@@ -5,8 +5,9 @@
     diff:       ẏ = diff(ẋ, n, axis, prepend=ṗ, append=ȧ);  z̄ = (Dᵀ)ⁿ ȳ split over the parts
     linspace:   y = start·(1 − w) + stop·w  ⇒  ẏ = linspace(ṡtart, ṡtop);  s̄tart = Σ(1 − w)ȳ,
                 s̄top = Σ w ȳ  (w = k/div along `axis`; retstep: step = (stop − start)/div)
-    interp:     ẏ = s·ẋ + interp(x, xp, ḟp) (s the slope of the piece);  x̄ = s·ȳ,
-                f̄p: ȳ split (1 − t, t) over the piece's ends (xp: a constant)
+    interp:     ẏ = s·ẋ + interp(x, xp, ḟp) + s·((t − 1)·ẋp[j] − t·ẋp[j+1]) (+ l̇eft, ṙight
+                outside the range);  x̄ = Re(s̄ȳ), xp̄ⱼ,ⱼ₊₁ = (t − 1, −t)·Re(s̄ȳ), f̄p: ȳ split
+                (1 − t, t) over the piece's ends  (s the slope of the piece, t the fraction)
     convolve:   ẏ = ȧ ∗ v + a ∗ v̇ (bilinear);  ā = correlate(ȳ_full, v), v̄ = correlate(ȳ_full, a)
     polyval:    ẏ = polyval(ṗ, x) + p′(x)·ẋ;  p̄ₖ = Σ conj(x^(N−1−k))·ȳ, x̄ = conj(p′(x))·ȳ
 
@@ -195,59 +196,83 @@ piece = rulekit.primitive(_piece)
 index_rules(piece, _piece, lambda: [example(np.linspace(0.0, 1.0, 5), randn(4))])
 
 
-def _interp_parts(x: Any, xp: Any) -> tuple[Any, ...]:
-    """(jj, k, t, inner, below, above, at_end): x in [xp[jj], xp[k]] at fraction t where inner;
-    below/above the range (left/right), or exactly at its end. t is traced with x."""
-    xpv = np.asarray(xp, np.float64)
-    n = xpv.size
-    j = piece(xpv, x)
+def _array(v: Any, dtype: Any = None) -> Any:
+    """`v` as numpy's interp reads it (`dtype`: float64 for x and xp), a traced value kept
+    traced (cast with astype, which has rules)."""
+    if rulekit.is_traced(v):
+        return v if dtype is None or v.dtype == dtype else v.astype(dtype)
+    return np.asarray(v, dtype)
+
+
+def _cot(g: Any, v: Any) -> Any:
+    """Cotangent `g` (an array) for argument `v`: a list/tuple of cotangents for a list/tuple."""
+    if isinstance(v, (list, tuple)):
+        return type(v)(to_arg(g[i], e) for i, e in enumerate(v))
+    return to_arg(g, v)
+
+
+def _interp_parts(x: Any, xp: Any, fp: Any) -> tuple[Any, ...]:
+    """(jj, k, t, s, inner, below, above, at_end, nan) for x, xp as float64 arrays: x in
+    [xp[jj], xp[k]] at fraction t where inner, s the slope of that piece (0 elsewhere);
+    below/above the range (left/right), exactly at its end, or NaN. t and s are traced with
+    x, xp and fp."""
+    n = np.shape(xp)[0]
+    j = piece(xp, x)
     nan = np.isnan(x)
     inner = (j >= 0) & (j < n - 1)
     jj = np.clip(j, 0, max(n - 2, 0))
     k = np.minimum(jj + 1, n - 1)
-    d = np.where(inner, xpv[k] - xpv[jj], 1.0)
-    t = np.where(inner, (x - xpv[jj]) / d, 0.0)
+    d = np.where(inner, xp[k] - xp[jj], 1.0)
+    t = np.where(inner, (x - xp[jj]) / d, 0.0)
+    s = np.where(inner, (fp[k] - fp[jj]) / d, 0.0)
     below = ~nan & (j < 0)
-    above = ~nan & (j >= n - 1) & np.not_equal(x, xpv[-1])
+    above = ~nan & (j >= n - 1) & np.not_equal(x, xp[-1])
     at_end = ~nan & ~inner & ~below & ~above
-    return jj, k, t, inner, below, above, at_end
+    return jj, k, t, s, inner, below, above, at_end, nan
 
 
-def _slope(x: Any, xp: Any, fp: Any) -> Any:
-    """dy/dx on the piece x lies in (0 outside [xp[0], xp[-1]])."""
-    jj, k, _, inner, *_ = _interp_parts(x, xp)
-    xpv = np.asarray(xp, np.float64)
-    return np.where(inner, (fp[k] - fp[jj]) / np.where(inner, xpv[k] - xpv[jj], 1.0), 0.0)
+def _interp_args(x: Any, xp: Any, fp: Any, args: Sequence[Any], kw: dict[str, Any]) -> Any:
+    """(the bound arguments, x, xp, fp as interp reads them); period= is refused."""
+    p = _bind(np.interp, (x, xp, fp, *args), kw)
+    if _x(p["period"]) is not None:
+        raise NotImplementedError("np.interp: period= has no rule; call it without period=")
+    return p, _array(_x(x), np.float64), _array(_x(xp), np.float64), _array(_x(fp))
 
 
 def interp_frule(f: Dual, x: Dual, xp: Dual, fp: Dual, *args: Dual, **kw: Any) -> Dual:
-    """ẏ = s·ẋ + interp(x, xp, ḟp) (xp, left, right: constants; period: refused)."""
-    if _dx(xp) is not None or any(a.dx is not None for a in args) or kw.get("period") is not None:
-        raise NotImplementedError(
-            "np.interp: the forward rule differentiates x and fp only (xp, left, right constant, "
-            "no period=)."
-        )
-    y = np.interp(x.x, xp.x, fp.x, *[a.x for a in args], **kw)
-    t: Any = None
+    """ẏ = s·ẋ + interp(x, xp, ḟp) + s·((t − 1)·ẋp[j] − t·ẋp[j + 1]) inside the range,
+    + l̇eft / ṙight below / above it (when given); period: refused."""
+    p, xv, xpv, fpv = _interp_args(x, xp, fp, args, kw)
+    y = np.interp(x.x, xp.x, fp.x, *[a.x for a in args], **{k: _x(v) for k, v in kw.items()})
+    left, right = p["left"], p["right"]
+    if all(_dx(v) is None for v in (x, xp, fp, left, right)) or not inexact(y):
+        return Dual(y, None)
+    jj, k, t, s, inner, below, above, _, nan = _interp_parts(xv, xpv, fpv)
+    terms = []
     if x.dx is not None:
-        t = _slope(x.x, xp.x, fp.x) * x.dx
+        terms.append(s * x.dx + np.where(nan, x.dx, 0.0))  # (a NaN x: y = x)
     if fp.dx is not None:
-        p = _bind(np.interp, (x, xp, fp, *args), kw)
         lr = {k: (None if _x(p[k]) is None else 0.0) for k in ("left", "right")}
-        tf = np.interp(x.x, xp.x, fp.dx, **lr)
-        t = tf if t is None else t + tf
-    return Dual(y, None if t is None else shaped_like(t, y))
+        terms.append(np.where(nan, 0.0, np.interp(xv, xpv, _array(fp.dx), **lr)))
+    if xp.dx is not None:
+        dxp = _array(xp.dx)
+        terms.append(np.where(inner, s * ((t - 1.0) * dxp[jj] - t * dxp[k]), 0.0))
+    for v, mask in ((left, below), (right, above)):
+        if _dx(v) is not None:
+            terms.append(np.where(mask, _dx(v), 0.0))
+    return Dual(y, shaped_like(sum(terms[1:], terms[0]), y))
 
 
 def interp_vjp(
     active: Sequence[bool], x: Any, xp: Any, fp: Any, *args: Any, **kw: Any
 ) -> tuple[Any, Any]:
-    """x̄ = Re(conj(s)·ȳ); f̄p = (1 − t)·ȳ, t·ȳ scattered to the piece's ends, plus ȳ below /
-    above the range to fp[0] / fp[-1] when left / right are None (xp: a constant)."""
+    """x̄ = Re(conj(s)·ȳ); xp̄[j] = (t − 1)·Re(conj(s)·ȳ), xp̄[j + 1] = −t·Re(conj(s)·ȳ);
+    f̄p = (1 − t)·ȳ, t·ȳ scattered to the piece's ends, plus ȳ below / above the range to
+    fp[0] / fp[-1] when left / right are None, else l̄eft / r̄ight = Σ ȳ there."""
+    p, xv, xpv, fpv = _interp_args(x, xp, fp, args, kw)
     y = np.interp(x, xp, fp, *args, **kw)
-    p = _bind(np.interp, (x, xp, fp, *args), kw)
-    jj, k, t, inner, below, above, at_end = _interp_parts(x, xp)
-    n = np.size(xp)
+    jj, k, t, s, inner, below, above, at_end, nan = _interp_parts(xv, xpv, fpv)
+    n = np.shape(xpv)[0]
     ends = [(at_end, n - 1)]
     if p["left"] is None:
         ends.append((below, 0))
@@ -260,16 +285,23 @@ def interp_vjp(
             return tuple(out)
         if np.shape(g) != np.shape(t):
             g = g + np.zeros(np.shape(t))
+        gi = np.where(inner, g, 0.0)
+        gs = np.real(np.conjugate(s) * gi)  # Re(s̄ȳ): the cotangent of the position x
         if active[0]:
-            out[0] = to_arg(np.real(np.conjugate(_slope(x, xp, fp)) * g), x)
+            out[0] = to_arg(gs + np.where(nan, np.real(g), 0.0), x)
+        if active[1]:
+            gxp = scatter_add((t - 1.0) * gs, (n,), (jj,)) + scatter_add(-t * gs, (n,), (k,))
+            out[1] = _cot(gxp, xp)
         if active[2]:
-            gi = np.where(inner, g, 0.0)
-            gf = scatter_add((1.0 - t) * gi, np.shape(fp), (jj,))
-            gf = gf + scatter_add(t * gi, np.shape(fp), (k,))
+            m = np.shape(fpv)
+            gf = scatter_add((1.0 - t) * gi, m, (jj,)) + scatter_add(t * gi, m, (k,))
             for mask, at in ends:
                 idx = (np.full(np.shape(t), at, np.intp),)
-                gf = gf + scatter_add(np.where(mask, g, 0.0), np.shape(fp), idx)
-            out[2] = to_arg(gf, fp)
+                gf = gf + scatter_add(np.where(mask, g, 0.0), m, idx)
+            out[2] = _cot(gf, fp)
+        for i, mask in ((3, below), (4, above)):  # left, right (when given positionally)
+            if i < len(out) and active[i] and args[i - 3] is not None:
+                out[i] = to_arg(np.sum(np.where(mask, g, 0.0)), args[i - 3])
         return tuple(out)
 
     return y, pullback
@@ -378,7 +410,7 @@ def polyval_vjp(active: Sequence[bool], p: Any, x: Any) -> tuple[Any, Any]:
         gp = gx = None
         if active[0]:
             cx = np.conjugate(x)
-            gp = to_arg(np.stack([np.sum(cx ** (n - 1 - k) * g) for k in range(n)]), p)
+            gp = _cot(np.stack([np.sum(cx ** (n - 1 - k) * g) for k in range(n)]), p)
         if active[1]:
             gx = to_arg(np.conjugate(np.polyval(_polyder(p), x)) * g, x)
         return (gp, gx)

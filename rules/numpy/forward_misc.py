@@ -8,9 +8,12 @@ interpolation, convolution and polynomial functions are in `rules.numpy.forward_
     sort, partition:  ẏ = ẋ[perm] (the same gather as y = x[perm]);  x̄ = ȳ[perm⁻¹]
     select:           ẏ = select(conds, [ẋₖ], ḋ);  x̄ₖ = ȳ where condₖ is the first true one
     *_like:           constant outputs (zeros of the output when x has a tangent: a buffer
-                      that will be written into); full_like: ẏ = ḟill, f̄ill = Σ ȳ
+                      that will be written into; empty_like gives zeros, as its reverse rule
+                      does); full_like: ẏ = ḟill, f̄ill = Σ ȳ
     copyto:           ḋst ← ṡrc (where the primal is copied)
-    nan_to_num:       ẏ = ẋ where x is finite (Re/Im separately);  x̄ = ȳ there
+    nan_to_num:       ẏ = ẋ where x is finite, ṅan/ṗosinf/ṅeginf where they fill (Re/Im
+                      separately);  x̄ = ȳ there, n̄an = Σ ȳ where it fills (copy=False: the
+                      vjp rule refuses it, it writes into x)
     pad:              ẏ = pad(ẋ) (constant_values: constants);  x̄ = ȳ[interior] / Σ over copies
     diff:             ẏ = diff(ẋ, prepend=ṗ, append=ȧ);  x̄ = (Dᵀ)ⁿ ȳ split over the parts
 
@@ -22,15 +25,17 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 import rulekit
-from rulekit import Dual, TracingError, example
+from rulekit import Dual, TracingError, Vararg, example
 from rulekit._declared_rules import shaped_like
 from rules._support.examples import randn
 from rules._support.forward import register_like
+from rules._support.patterns import Inexact
 from rules.numpy.indexing.forward import scatter_add
 from rules.numpy.joining import PAD
 from rules.numpy.ufuncs.forward import index_rules, inexact, to_arg, zeros_of
@@ -201,7 +206,7 @@ def like_frule(f: Dual, a: Dual, *args: Dual, **kw: Any) -> Dual:
     """A constant output: zeros tangent when a has one (a buffer to write traced values into),
     None otherwise; full_like(a, v): ẏ = v̇ broadcast."""
     fn = f.x
-    y = fn(a.x, *[v.x for v in args], **kw)
+    y = _like(fn)(a.x, *[v.x for v in args], **kw)
     fill = args[0] if fn is np.full_like and args else None
     active = a.dx is not None or (fill is not None and fill.dx is not None)
     if not active or not inexact(y):
@@ -212,10 +217,16 @@ def like_frule(f: Dual, a: Dual, *args: Dual, **kw: Any) -> Dual:
     return Dual(y, t)
 
 
+def _like(fn: Any) -> Any:
+    """What the rules call for `fn`: np.zeros_like for np.empty_like (whose values numpy
+    leaves unspecified), as its reverse rule gives: values that do not depend on memory."""
+    return np.zeros_like if fn is np.empty_like else fn
+
+
 def _like_vjp(fn: Any) -> Any:
     def rule(active: Sequence[bool], a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
         """No cotangent for a; full_like: f̄ill = Σ ȳ."""
-        y = fn(a, *args, **kw)
+        y = _like(fn)(a, *args, **kw)
 
         def pullback(g: Any) -> tuple[Any, ...]:
             out: list[Any] = [None] * (1 + len(args))
@@ -260,46 +271,114 @@ register_like(np.copyto, frule=copyto_frule)
 # -- nan_to_num ---------------------------------------------------------------------------------
 
 
-def _finite_part(x: Any, t: Any) -> Any:
+_FILLS = (("nan", np.isnan), ("posinf", np.isposinf), ("neginf", np.isneginf))
+
+
+def _parts(v: Any) -> list[Any]:
+    """The real parts of a value: [v] for real, [Re v, Im v] for complex."""
+    return [np.real(v), np.imag(v)] if np.iscomplexobj(v) else [v]
+
+
+def _whole(parts: list[Any]) -> Any:
+    return parts[0] if len(parts) == 1 else parts[0] + 1j * parts[1]
+
+
+def _nan_masks(x: Any) -> tuple[list[Any], list[list[Any]]]:
+    """(finite, [fill masks]): per real part of x, where it is finite and where each
+    replacement value (nan, posinf, neginf) goes. Taken before the call: copy=False
+    overwrites x."""
+    parts = _parts(x)
+    return [np.isfinite(q) for q in parts], [[test(q) for q in parts] for _, test in _FILLS]
+
+
+def _finite_part(finite: list[Any], t: Any) -> Any:
     """t where x is finite, Re and Im parts separately (0 elsewhere)."""
-    if np.iscomplexobj(x):
-        re = np.where(np.isfinite(np.real(x)), np.real(t), 0.0)
-        im = np.where(np.isfinite(np.imag(x)), np.imag(t), 0.0)
-        return re + 1j * im
-    return np.where(np.isfinite(x), t, 0.0)
+    return _whole([np.where(ok, tp, 0.0) for tp, ok in zip(_parts(t), finite, strict=True)])
+
+
+def _mutates(x: Any, copy: Any) -> bool:
+    """Whether np.nan_to_num(x, copy) overwrites x (copy=False on an array; numpy refuses
+    copy=False for a number)."""
+    return not bool(copy) and not isinstance(x, (float, complex, int, np.generic))
 
 
 def nan_to_num_frule(f: Dual, x: Dual, *args: Dual, **kw: Any) -> Dual:
-    """ẏ = ẋ where x is finite (the replacement values: constants)."""
+    """ẏ = ẋ where x is finite, + ṅan / ṗosinf / ṅeginf where they replaced a value
+    (Re and Im parts separately)."""
     p = _bind(np.nan_to_num, (x, *args), kw)
-    if any(_dx(p[k]) is not None for k in ("nan", "posinf", "neginf")):
-        raise NotImplementedError(
-            "np.nan_to_num: differentiated replacement values (nan=, posinf=, neginf=) have no "
-            "forward rule. Fix: pass them as constants, or use np.where(np.isnan(x), v, x)."
+    fills = [p[name] for name, _ in _FILLS]
+    finite, masks = _nan_masks(x.x)
+    wanted = [_dx(v) is not None for v in fills]
+    mutates = _mutates(x.x, _x(p["copy"]))
+    replaced = any(bool(np.any(m)) for ms in masks for m in ms)
+    if mutates and x.dx is None and any(wanted) and replaced:
+        raise TracingError(
+            "np.nan_to_num(x, copy=False) would write replacement values with a tangent into "
+            "x, which has none (a constant). Fix: use copy=True, or give x a tangent."
         )
     y = np.nan_to_num(x.x, *[a.x for a in args], **{k: _x(v) for k, v in kw.items()})
-    if x.dx is None:
+    if (x.dx is None and not any(wanted)) or not inexact(y):
         return Dual(y, None)
-    t = shaped_like(_finite_part(x.x, x.dx), y)
-    if not bool(_x(p["copy"])) and isinstance(x.dx, np.ndarray):
+    parts = _parts(zeros_of(y) if x.dx is None else _finite_part(finite, x.dx))
+    for v, on, ms in zip(fills, wanted, masks, strict=True):
+        if on:
+            d = np.real(_dx(v))
+            parts = [tp + np.where(m, d, 0.0) for tp, m in zip(parts, ms, strict=True)]
+    t = shaped_like(_whole(parts), y)
+    if mutates and x.dx is not None:
         x.dx[...] = t  # (copy=False: x itself is the output)
         return Dual(y, x.dx)
     return Dual(y, t)
 
 
 def nan_to_num_vjp(active: Sequence[bool], x: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
-    """x̄ = ȳ where x is finite (replacement values: no cotangent)."""
+    """x̄ = ȳ where x is finite; n̄an, p̄osinf, n̄eginf = Σ ȳ over the parts they filled.
+    copy=False (which overwrites x) is refused: nested reverse mode handles no writes here."""
+    p = _bind(np.nan_to_num, (x, *args), kw)
+    if _mutates(x, p["copy"]):
+        raise TracingError(
+            "np.nan_to_num(x, copy=False) overwrites x, which a nested differentiation (grad "
+            "of grad, hessian, jacrev inside a transformation) cannot follow. Fix: use "
+            "y = np.nan_to_num(x) (copy=True) and use y."
+        )
+    finite, masks = _nan_masks(x)
     y = np.nan_to_num(x, *args, **kw)
+    names = ["x", *list(inspect.signature(np.nan_to_num).parameters)[1 : 1 + len(args)]]
+    fill_masks = dict(zip([name for name, _ in _FILLS], masks, strict=True))
 
     def pullback(g: Any) -> tuple[Any, ...]:
-        if g is None or not active[0]:
-            return (None,) * (1 + len(args))
-        return (to_arg(_finite_part(x, g), x), *(None,) * len(args))
+        out: list[Any] = [None] * len(names)
+        if g is None:
+            return tuple(out)
+        if active[0]:
+            out[0] = to_arg(_finite_part(finite, g), x)
+        for i, name in enumerate(names):
+            ms = fill_masks.get(name)
+            if ms is not None and active[i] and args[i - 1] is not None:
+                gm = [np.sum(np.where(m, gp, 0.0)) for gp, m in zip(_parts(g), ms, strict=True)]
+                out[i] = to_arg(sum(gm[1:], gm[0]), args[i - 1])
+        return tuple(out)
 
     return y, pullback
 
 
-register_like(np.nan_to_num, frule=nan_to_num_frule, vjp=nan_to_num_vjp)
+def _nan_to_num_vjp_examples() -> list[Any]:
+    """The reverse rule's examples but the one with copy=False (a vjp rule must not be
+    checked on a call that mutates: it refuses it), and that one with copy=True."""
+    from rules.numpy.numeric import _nan_to_num_examples
+
+    out = []
+    for ex in _nan_to_num_examples():
+        if ex.args[1:2] == (False,):
+            ex = replace(ex, args=(ex.args[0], True, *ex.args[2:]))
+        out.append(ex)
+    return out
+
+
+register_like(np.nan_to_num, frule=nan_to_num_frule)
+rulekit.vjp_rule.register(np.nan_to_num, Inexact, Vararg[Any], examples=_nan_to_num_vjp_examples)(
+    nan_to_num_vjp
+)
 
 
 # -- pad ----------------------------------------------------------------------------------------

@@ -20,9 +20,8 @@ import numpy as np
 import rulekit
 from rulekit import Array, Vararg, example
 from rules._support.examples import randn
-from rules._support.forward import register_traced
 from rules._support.patterns import Inexact
-from rules.numpy._composite import composite
+from rules.numpy._composite import composite, register_traced_keywords
 
 __all__ = ["polyfit_impl", "polyval_impl", "vander_impl"]
 
@@ -161,4 +160,4 @@ for _fn, _impl, _adjoint, _examples, _patterns in (
         rulekit.build_primitive_rrule.register(_fn, *_pats, examples=_examples)(
             composite(_impl, _adjoint)
         )
-    register_traced(_fn, _impl)
+    register_traced_keywords(_fn, _impl)  # (polyfit: a tangent on w= too)

@@ -32,7 +32,7 @@ from rules._support.forward import register_like
 from rules._support.patterns import InexactArray
 from rules._support.shape import BASIC, BOOL, index_kind
 from rules.numpy.selecting import _along_axis, _norm_index
-from rules.numpy.ufuncs.forward import inexact, to_arg, zeros_of
+from rules.numpy.ufuncs.forward import inexact, to_arg
 
 __all__ = ["scatter_add"]
 
@@ -189,25 +189,28 @@ def _lost(what: str) -> TracingError:
 def _value_tangent(v: Dual, dest: Any) -> Any:
     """The tangent to write for value `v` into tangent array `dest` (zeros for a constant;
     the real part for a real destination)."""
-    if v.dx is None:
-        return zeros_of(v.x) if inexact(v.x) else np.zeros(np.shape(v.x), dest.dtype)
+    if v.dx is None:  # (zeros of the destination's dtype: v may be a list or a number)
+        return np.zeros(np.shape(v.x), dest.dtype)
     if np.iscomplexobj(v.dx) and not np.iscomplexobj(dest):
         return np.real(v.dx)
     return v.dx
 
 
-def _writer(what: str, write: Any, adds: bool = False) -> Any:
-    """The forward rule of `write(x, *args)`, which writes value args[-1] into x: it writes
-    the primal into x.x and, the same way, the value's tangent into x.dx."""
+def _writer(what: str, write: Any, adds: bool = False, value: int | None = None) -> Any:
+    """The forward rule of `write(x, *args)`, which writes value args[value] (default: the
+    last argument) into x: it writes the primal into x.x and, the same way, the value's
+    tangent into x.dx. The arguments after the value (np.put's `mode`) are options."""
 
     def rule(f: Dual, x: Dual, *args: Dual, **kw: Any) -> Dual:
-        v = args[-1]
-        consts = [a.x for a in args[:-1]]
+        k = len(args) - 1 if value is None else value
+        v = args[k]
+        before = [a.x for a in args[:k]]
+        after = [a.x for a in args[k + 1 :]]
         if x.dx is None and v.dx is not None and inexact(v.x):
             raise _lost(what)
-        write(x.x, *consts, v.x, **kw)
+        write(x.x, *before, v.x, *after, **kw)
         if x.dx is not None and not (adds and v.dx is None):
-            write(x.dx, *consts, _value_tangent(v, x.dx), **kw)
+            write(x.dx, *before, _value_tangent(v, x.dx), *after, **kw)
         return Dual(None, None)
 
     rule.__name__ = rule.__qualname__ = f"{what}_frule"
@@ -216,7 +219,7 @@ def _writer(what: str, write: Any, adds: bool = False) -> Any:
 
 
 register_like(operator.setitem, frule=_writer("x[idx] = v", operator.setitem))
-register_like(np.put, frule=_writer("np.put", np.put))
+register_like(np.put, frule=_writer("np.put", np.put, value=1))  # put(a, ind, v, mode)
 register_like(np.place, frule=_writer("np.place", np.place))
 register_like(np.putmask, frule=_writer("np.putmask", np.putmask))
 

@@ -10,6 +10,7 @@ gemm/gemv/dot/nrm2/trsm through the reverse engine. Helpers: test_forward_produc
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import pathlib
 from typing import Any
 
@@ -157,6 +158,64 @@ def test_overwrite_of_a_constant_is_refused() -> None:
                                                                         4: cdx})  # fmt: skip
     assert out.x is not cc and out.dx is not cdx
     np.testing.assert_array_equal(cc, before)
+
+
+def _overwriting_call(name: str, p: str) -> tuple[list[Any], int]:
+    """A call of `p + name` that scipy makes in place, and the index of the argument it
+    overwrites (F-contiguous arrays of the routine's dtype, overwrite flag set)."""
+    rng, dt = np.random.default_rng(11), _DT[p]
+
+    def f(*shape: int) -> Any:
+        return rnd(rng, shape, dt, "F")
+
+    calls: dict[str, tuple[list[Any], int]] = {
+        "gemm": ([_s(p, 1.5), f(3, 4), f(4, 2), _s(p, 0.5), f(3, 2), 0, 0, 1], 4),
+        "axpy": ([f(5), f(5), 5, _s(p, 0.7)], 1),
+        "scal": ([_s(p, 0.7), f(5)], 1),
+        "gemv": ([_s(p, 1.5), f(3, 4), f(4), _s(p, 0.5), f(3), 0, 1, 0, 1, 0, 1], 4),
+        "ger": ([_s(p, 1.5), f(3), f(2), 1, 1, f(3, 2), 1, 1, 1], 5),
+        "syrk": ([_s(p, 0.8), f(3, 4), _s(p, 0.5), f(3, 3), 0, 0, 1], 3),
+        "trmm": ([_s(p, 1.2), _tri(rng, 3, dt), f(3, 2), 0, 0, 0, 0, 1], 2),
+        "trsm": ([_s(p, 1.2), _tri(rng, 3, dt), f(3, 2), 0, 0, 0, 0, 1], 2),
+    }
+    return calls[name]
+
+
+@pytest.mark.parametrize("p", "sdcz")
+@pytest.mark.parametrize("name", ["gemm", "axpy", "scal", "gemv", "ger", "syrk", "trmm", "trsm"])
+def test_refused_combination_changes_nothing(name: str, p: str) -> None:
+    """An active value written in place into a constant argument is refused before the call:
+    the output buffer, every other argument and every tangent keep their values."""
+    fname = p + (name if name != "ger" or p in "sd" else "geru")
+    fn = getattr(rb, fname)
+    args, io = _overwriting_call(name, p)
+    probe = [_copy(a) for a in args]
+    assert fn(*probe) is probe[io], "the call must be one scipy makes in place"
+    inputs = [i for i, a in enumerate(args) if _h._inexact(a) and i != io]
+    rng = np.random.default_rng(12)
+    for k in range(1, len(inputs) + 1):
+        for active in itertools.combinations(inputs, k):
+            tans = {i: _h._like(rng, args[i]) for i in active}
+            before = [_copy(a) for a in args]
+            tans_before = {i: _copy(t) for i, t in tans.items()}
+            with pytest.raises(TracingError, match=rf"^{fname}: .*overwrites its argument"):
+                _frule(fn, args, tans)
+            for i, (a, b) in enumerate(zip(args, before, strict=True)):
+                np.testing.assert_array_equal(a, b, err_msg=f"argument {i}, active {active}")
+            for i, t in tans.items():
+                np.testing.assert_array_equal(t, tans_before[i], err_msg=f"tangent {i}")
+    # with the overwritten argument active too, the same call is made (in place)
+    tans = {i: _h._like(rng, args[i]) for i in [*inputs, io]}
+    out = _frule(fn, args, tans)
+    assert out.x is args[io] and out.dx is tans[io]
+
+
+def test_nothing_written_is_not_refused() -> None:
+    """n=0: axpy writes no element, so a constant y stays a constant (no refusal)."""
+    x, y = np.ones(3), np.zeros(3)
+    out = _frule(rb.daxpy, [x, y, 0, 2.0], {3: 1.0})
+    assert out.x is y and out.dx is None
+    np.testing.assert_array_equal(y, 0.0)
 
 
 @pytest.mark.parametrize("p", "dz")
