@@ -138,9 +138,10 @@ def jvp_values(
                 )
             return x
         t = tangent_input(x, t)
-        if plain(x) is not x and plain(t) is t:
+        if plain(x) is not x and plain(t) is t and isinstance(plain(x), np.ndarray):
             # x is a value of enclosing transformations: so is its tangent (with zero
             # derivative there), so that writes of their values into it are traced too
+            # (a scalar's tangent is never written into)
             t = np.zeros_like(x) + t
         return ForwardValue(x, t, level)
 

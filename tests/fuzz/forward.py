@@ -9,6 +9,18 @@ Re(conj(g)·v)). The tolerance is the gradient tolerance of each element, weight
 |vᵢ|, plus the value tolerance. A TracingError naming a missing forward rule is
 counted (`forward refused`), not a defect: the program uses a function with only a
 reverse rule. Any other exception, or a mismatch, is a defect.
+
+`check_hvp` does the same at second order, for programs whose differentiated inputs are
+all float64: `rulekit.hvp` in each of its three modes along a random direction v against
+central differences of the (first-order, already checked) gradient along v, with steps h
+and 2h. The two difference quotients' gap measures their truncation error; a program
+where they disagree by more than 1e-3 of the scale (a kink of abs/maximum/where near x)
+is counted (`hvp ill-conditioned`), not compared. A refusal — a TracingError or a
+MissingRuleError: a missing forward rule or differentiable pullback, a reverse rule
+missing for a scalar that a forward rule's body meets in reverse-over-forward mode, an
+in-place write nested reverse mode cannot follow — is counted (`hvp refused`), not a
+defect: this check is about wrong second derivatives, and the gaps are listed in
+docs/forward-and-higher-order.md.
 """
 
 from __future__ import annotations
@@ -19,7 +31,7 @@ import numpy as np
 
 import rulekit
 
-__all__ = ["check_jvp"]
+__all__ = ["check_hvp", "check_jvp"]
 
 
 def _tangent(x: Any, rng: np.random.Generator) -> Any:
@@ -65,4 +77,75 @@ def check_jvp(
             f"# out_tangent = rulekit.jvp(f, inputs, tangents)[1]: {got!r}",
             f"# expected Σ Re⟨∇L, v⟩ (central differences): {want!r} (tolerance {tol:.2e})",
         ]
+    return None
+
+
+HVP_MODES = ("forward-over-reverse", "reverse-over-reverse", "reverse-over-forward")
+_H2 = 1e-4  # the step of the gradient's differences (the gradient is exact: no O(eps/h²))
+
+
+def check_hvp(
+    f: Any, rebuild: Any, active: list[int], seed: int, stats: Any
+) -> tuple[str, list[str]] | None:
+    """None if every `rulekit.hvp` mode agrees with differences of the gradient (or refused
+    cleanly, or the program is not float64 / ill-conditioned at x), else `(defect kind,
+    reproducer comment lines)`. `rebuild()` gives fresh copies of the inputs, `active`
+    the positions of the differentiated ones."""
+    xs = rebuild()
+    if not active or any(np.result_type(xs[i]) != np.float64 for i in active):
+        return None
+    rng = np.random.default_rng(seed + 7)
+    vs = [_tangent(xs[i], rng) for i in active]
+
+    def g(*a: Any) -> Any:
+        full = rebuild()
+        for i, x in zip(active, a, strict=True):
+            full[i] = x
+        return f(*full)
+
+    nums = tuple(range(len(active)))
+    gradient = rulekit.grad(g, argnums=nums)
+    base = [xs[i] for i in active]
+
+    def moved(h: float) -> list[Any]:
+        """x + h·v, each of x's kind (array, NumPy scalar or Python float)."""
+        out = []
+        for b, v in zip(base, vs, strict=True):
+            y = np.asarray(b) + h * np.asarray(v)
+            out.append(y if isinstance(b, np.ndarray) else type(b)(y[()]))
+        return out
+
+    def along(h: float) -> list[np.ndarray]:
+        plus, minus = gradient(*moved(h)), gradient(*moved(-h))
+        return [(np.asarray(p) - np.asarray(m)) / (2 * h) for p, m in zip(plus, minus, strict=True)]
+
+    try:
+        ref, ref2 = along(_H2), along(2 * _H2)
+    except (rulekit.TracingError, rulekit.MissingRuleError):
+        return None  # (the first-order check reports the gradient's own refusals)
+    scale = 1.0 + max((float(np.max(np.abs(r), initial=0.0)) for r in ref), default=0.0)
+    gap = [np.abs(a - b) for a, b in zip(ref, ref2, strict=True)]
+    if any(float(np.max(d, initial=0.0)) > 1e-3 * scale for d in gap):
+        stats["hvp ill-conditioned"] += 1
+        return None
+    for mode in HVP_MODES:
+        try:
+            hv = rulekit.hvp(g, tuple(xs[i] for i in active), tuple(vs), mode=mode)[1]
+        except (rulekit.TracingError, rulekit.MissingRuleError):
+            stats["hvp refused"] += 1  # (a clear error, never a wrong value: see the doc)
+            continue
+        hvs = hv if len(active) > 1 else (hv,)
+        stats["hvps compared"] += 1
+        for k, (got, want, d) in enumerate(zip(hvs, ref, gap, strict=True)):
+            tol = 2 * d + 1e-7 * scale
+            err = np.abs(np.asarray(got, np.float64) - want)
+            if np.shape(got) != np.shape(want) or np.any(err > tol):
+                return f"wrong Hessian-vector product (hvp, {mode})", [
+                    f"# v = {[np.asarray(v).tolist() for v in vs]}",
+                    f"# rulekit.hvp(g, active inputs, v, mode={mode!r})[1][{k}]: "
+                    f"{np.asarray(got).tolist()!r}",
+                    f"# differences of the gradient along v: {np.asarray(want).tolist()!r} "
+                    f"(max |error| {float(np.max(err, initial=0)):.3g}, tolerance "
+                    f"{float(np.max(tol, initial=0)):.3g})",
+                ]
     return None

@@ -60,7 +60,7 @@ from typing import Any
 
 import numpy as np
 from fdcheck import fd_grad as central_differences
-from fuzz.forward import check_jvp
+from fuzz.forward import check_hvp, check_jvp
 from fuzz.program import NAMESPACE, IllPosed, InputSpec, Program, run_reference
 
 import rulekit
@@ -508,8 +508,9 @@ class _Session:
         raise self.fail(f"{kind} ({mode}{when})", [*lines, *detail])
 
     def forward(self, prep: _Prepared, seed: int) -> None:
-        """`rulekit.jvp` on this round's inputs against its finite differences (tests/fuzz/
-        forward.py), on fresh copies: a jvp writes into its inputs as numpy would."""
+        """`rulekit.jvp` on this round's inputs against its finite differences, then
+        `rulekit.hvp` against differences of the gradient (tests/fuzz/forward.py), on fresh
+        copies: a jvp writes into its inputs as numpy would."""
         xs = prep.rebuild()
         params = self.program.params
         pos = {i: params.index(self.program.inputs[i]) for i in self.active}
@@ -530,6 +531,22 @@ class _Session:
         if failure is not None:
             lines = ["# rulekit.jvp on the last inputs", *prep.setup,
                      f"out, tangent = rulekit.jvp(f, ({self.names},), tangents)"]  # fmt: skip
+            raise self.fail(failure[0], [*lines, *failure[1]])
+
+        active = sorted(pos.values())
+        try:
+            failure = check_hvp(self.f, prep.rebuild, active, seed, STATS)
+        except Exception as e:
+            msg = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+            failure = (f"hvp error ({type(e).__name__} at {_where(e)})",
+                       [f"# rulekit.hvp raises {msg}", *_tb_lines(e)])  # fmt: skip
+        if failure is not None:
+            lines = ["# rulekit.hvp of f in its differentiated inputs, on the last inputs",
+                     *prep.setup, f"active = {active!r}  # positions of the differentiated inputs",
+                     "g = lambda *a: f(*[a[active.index(i)] if i in active else x "
+                     f"for i, x in enumerate(({self.names},))])",
+                     "hv = rulekit.hvp(g, tuple(x for i, x in enumerate(inputs) if i in active),"
+                     " v, mode=...)[1]"]  # fmt: skip
             raise self.fail(failure[0], [*lines, *failure[1]])
 
     @property

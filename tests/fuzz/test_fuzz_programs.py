@@ -156,6 +156,8 @@ def summary(elapsed: float, campaigns: int) -> str:
         f"fuzz: {STATS['programs']} programs in {elapsed:.1f} s, {campaigns} campaigns ({head}; "
         f"{STATS['gradients compared']} gradients compared; {STATS['tangents compared']} jvp "
         f"tangents compared, {STATS['forward refused']} jvp refused for a missing forward rule; "
+        f"{STATS['hvps compared']} hvps compared, {STATS['hvp refused']} refused, "
+        f"{STATS['hvp ill-conditioned']} programs too close to a kink for second order; "
         "compile=True calls that replayed a "
         f"trace: {replayed})\n"
         f"largest |error| / tolerance of a passing gradient: {closest or 'none'}\n"
