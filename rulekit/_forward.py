@@ -97,6 +97,8 @@ class ForwardLevel(Level):
         if dy is None:
             return y
         if isinstance(plain(y), np.ndarray):
+            if isinstance(dy, np.generic):  # (0-d arithmetic gives NumPy scalars)
+                dy = np.asarray(dy)
             dy = self._check_views(y, dy, duals)
         return ForwardValue(y, dy, self)
 
@@ -130,6 +132,8 @@ class ForwardLevel(Level):
         if self.owns(idx):
             raise TracingError("an index computed with a derivative: use integer indices")
         target.primal[idx] = self.primal_of(value)
+        if isinstance(target.tangent, np.generic):  # (a 0-d array's tangent, kept writable)
+            target.tangent = np.asarray(target.tangent)
         t = self._tangent(value)
         target.tangent[idx] = 0 if t is None else t
 

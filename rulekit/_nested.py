@@ -138,10 +138,11 @@ def jvp_values(
                 )
             return x
         t = tangent_input(x, t)
-        if plain(x) is not x and plain(t) is t and isinstance(plain(x), np.ndarray):
+        if plain(x) is not x and plain(t) is t and np.ndim(plain(x)) > 0:
             # x is a value of enclosing transformations: so is its tangent (with zero
             # derivative there), so that writes of their values into it are traced too
-            # (a scalar's tangent is never written into)
+            # (not for a scalar, never written into, nor a 0-d array: the reverse engine
+            # makes a traced 0-d result a scalar)
             t = np.zeros_like(x) + t
         return ForwardValue(x, t, level)
 

@@ -8,7 +8,11 @@ the directional derivative the round's central differences give, Σᵢ Re⟨∇�
 Re(conj(g)·v)). The tolerance is the gradient tolerance of each element, weighted by
 |vᵢ|, plus the value tolerance. A TracingError naming a missing forward rule is
 counted (`forward refused`), not a defect: the program uses a function with only a
-reverse rule. Any other exception, or a mismatch, is a defect.
+reverse rule. So is forward mode's refusal of a write into an array whose view and
+tangent are laid out differently (`forward refused (layout)`: a reshape of a
+non-contiguous value that copies where its tangent's reshape is a view, or the reverse;
+docs/forward-and-higher-order.md lists it). Any other exception, or a mismatch, is a
+defect.
 
 `check_hvp` does the same at second order, for programs whose differentiated inputs are
 all float64: `rulekit.hvp` in each of its three modes along a random direction v against
@@ -64,6 +68,9 @@ def check_jvp(
         if "has no forward rule" in str(e) or "has no differentiable" in str(e):
             stats["forward refused"] += 1
             return None
+        if "laid out differently" in str(e):  # (a documented refusal: see the module doc)
+            stats["forward refused (layout)"] += 1
+            return None
         raise
     want = sum(
         float(np.sum(np.real(np.conj(fds[i]) * np.asarray(tangents[i], complex)))) for i in active
@@ -85,35 +92,36 @@ _H2 = 1e-4  # the step of the gradient's differences (the gradient is exact: no 
 
 
 def check_hvp(
-    f: Any, rebuild: Any, active: list[int], seed: int, stats: Any
+    f: Any, build: Any, vals: list[Any], pos: dict[int, int], seed: int, stats: Any
 ) -> tuple[str, list[str]] | None:
     """None if every `rulekit.hvp` mode agrees with differences of the gradient (or refused
     cleanly, or the program is not float64 / ill-conditioned at x), else `(defect kind,
-    reproducer comment lines)`. `rebuild()` gives fresh copies of the inputs, `active`
-    the positions of the differentiated ones."""
-    xs = rebuild()
+    reproducer comment lines)`. `build(vals)` lays the input values out as the round does
+    (fresh arrays: a layout can change what a program computes, reshape copying or not);
+    `pos` maps each differentiated input to its parameter position."""
+    xs = build(vals)
+    inputs = sorted(pos)
+    active = [pos[i] for i in inputs]
     if not active or any(np.result_type(xs[i]) != np.float64 for i in active):
         return None
     rng = np.random.default_rng(seed + 7)
     vs = [_tangent(xs[i], rng) for i in active]
 
     def g(*a: Any) -> Any:
-        full = rebuild()
+        full = build(vals)
         for i, x in zip(active, a, strict=True):
             full[i] = x
         return f(*full)
 
-    nums = tuple(range(len(active)))
-    gradient = rulekit.grad(g, argnums=nums)
-    base = [xs[i] for i in active]
+    gradient = rulekit.grad(g, argnums=tuple(range(len(active))))
 
     def moved(h: float) -> list[Any]:
-        """x + h·v, each of x's kind (array, NumPy scalar or Python float)."""
-        out = []
-        for b, v in zip(base, vs, strict=True):
-            y = np.asarray(b) + h * np.asarray(v)
-            out.append(y if isinstance(b, np.ndarray) else type(b)(y[()]))
-        return out
+        """x + h·v, laid out as the round lays x out."""
+        shifted = list(vals)
+        for i, v in zip(inputs, vs, strict=True):
+            shifted[i] = np.asarray(vals[i]) + h * np.reshape(v, np.shape(vals[i]))
+        full = build(shifted)
+        return [full[i] for i in active]
 
     def along(h: float) -> list[np.ndarray]:
         plus, minus = gradient(*moved(h)), gradient(*moved(-h))

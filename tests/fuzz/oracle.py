@@ -305,6 +305,8 @@ def _fmt(a: Any) -> str:
 class _Prepared:
     setup: list[str]  # reproducer source that builds the inputs
     rebuild: Callable[[], list[Any]]  # builds them (fresh arrays each time)
+    build: Callable[[list[Any]], list[Any]]  # builds inputs of other values, in the same layouts
+    values: list[Any]  # the round's input values (per program input)
     np_value: Any
     dtype: str  # the precision the tolerances are for
     scale: float  # the loss's magnitude S
@@ -466,7 +468,7 @@ class _Session:
         fd2s = {i: fd_grad(self.f, build, vals64, i, 2 * H) for i in self.active}
         dtype = "float32" if "float32" in dtypes else dtypes[self.active[0]]
         setup = [*vlines, *shown]
-        return _Prepared(setup, lambda: build(vals), np_value, dtype, scale, fds, fd2s)
+        return _Prepared(setup, lambda: build(vals), build, vals, np_value, dtype, scale, fds, fd2s)
 
     def call(self, o: _Object, prep: _Prepared, side: int) -> str:
         """Call the object under test; raise a Defect on any broken promise. A failure on a later
@@ -535,7 +537,7 @@ class _Session:
 
         active = sorted(pos.values())
         try:
-            failure = check_hvp(self.f, prep.rebuild, active, seed, STATS)
+            failure = check_hvp(self.f, prep.build, prep.values, pos, seed, STATS)
         except Exception as e:
             msg = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
             failure = (f"hvp error ({type(e).__name__} at {_where(e)})",
