@@ -25,6 +25,7 @@ import numpy as np
 
 from rulekit._codual import CoDual
 from rulekit._derived import DerivedRules
+from rulekit._engine._levels import active_levels
 from rulekit._engine._primitive import primitive
 from rulekit._engine._state import trace_state
 from rulekit._errors import TracingError
@@ -117,7 +118,9 @@ def checkpoint(f: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(f)
     def checkpointed(*args: Any, **kwargs: Any) -> Any:
-        if not trace_state.active:
+        if not trace_state.active or active_levels():
+            # plain values, or under jvp / a nested grad: f itself, traced by the levels
+            # (which keep what their rules need; recomputation is the reverse engine's)
             return f(*args, **kwargs)
         fn = functools.partial(f, **kwargs) if kwargs else f
         lifted, consts = lift_closure(fn, "the checkpointed function")

@@ -33,6 +33,7 @@ import numpy as np
 
 from rulekit._codual import CoDual
 from rulekit._derived import DerivedRules
+from rulekit._engine._levels import active_levels, plain
 from rulekit._engine._primitive import primitive
 from rulekit._engine._state import trace_state
 from rulekit._errors import TracingError
@@ -48,7 +49,7 @@ from rulekit._lifting import (
 )
 from rulekit._patterns import Vararg
 from rulekit._register import build_primitive_rrule
-from rulekit._scan_steps import Steps, own_copy, untraced
+from rulekit._scan_steps import Steps, _pair, check_carry, own_copy, untraced
 from rulekit._tangents import NoFData, NoRData, zero_fdata
 
 __all__ = ["ScanRule", "ScanSpec", "scan", "scan_p"]
@@ -130,6 +131,8 @@ def scan(
     carry_leaves, carry_def = flatten(init)
     xs_leaves, xs_def = flatten(xs)
     n = _length(xs_leaves, length)
+    if active_levels():  # under jvp or a nested grad: the loop, traced by the levels
+        return _unrolled(body, carry_leaves, carry_def, xs_leaves, xs_def, n)
     if not trace_state.active:  # plain values: just the loop
         c, ys, ys_def = Steps.loop(body, carry_leaves, carry_def, xs_leaves, xs_def, n)
         return unflatten(carry_def, _unaliased(c, xs_leaves)), unflatten(ys_def, ys)
@@ -155,6 +158,38 @@ def _scan_impl(spec: ScanSpec, *leaves: Any) -> tuple[Any, ...]:
             raise foreign_value_error("scan's body", e) from e
         raise
     return (*_unaliased(c, leaves), *ys)
+
+
+def _unrolled(body: Callable[..., Any], carry_leaves: Sequence[Any], carry_def: TreeDef,
+              xs_leaves: Sequence[Any], xs_def: TreeDef, n: int) -> tuple[Any, Any]:  # fmt: skip
+    """The scan as a Python loop whose every operation the running levels (forward mode,
+    nested reverse mode) trace, with the ys stacked functionally (np.stack): the
+    derivatives are those of the unrolled loop, to any order. (`checkpoint` has no effect
+    here: the levels keep what their rules need.)"""
+    if n == 0:  # (the ys' structure, shapes and dtypes: from the plain loop on zeros)
+        plain_carry = [plain(v) for v in carry_leaves]
+        plain_xs = [plain(v) for v in xs_leaves]
+        _, empty, empty_def = Steps.loop(body, plain_carry, carry_def, plain_xs, xs_def, 0)
+        init = [np.copy(v) if np.ndim(plain(v)) else v for v in carry_leaves]
+        return unflatten(carry_def, init), unflatten(empty_def, empty)
+    cur = list(carry_leaves)
+    steps: list[list[Any]] = []
+    ys_def: TreeDef = ("none", None)
+    for i in range(n):
+        xs_i = [a[i, ...] for a in xs_leaves]
+        c, y = _pair(body(unflatten(carry_def, cur), unflatten(xs_def, xs_i)))
+        c_leaves, c_def = flatten(c)
+        check_carry([plain(v) for v in carry_leaves], [plain(v) for v in c_leaves], c_def,
+                    carry_def)  # fmt: skip
+        y_leaves, y_def = flatten(y)
+        if i == 0:
+            ys_def = y_def
+        elif y_def != ys_def:
+            raise TypeError(f"scan's body returned ys of changing structure at step {i}")
+        steps.append(y_leaves)
+        cur = c_leaves
+    ys = [np.stack([step[k] for step in steps]) for k in range(len(steps[0]))]
+    return unflatten(carry_def, cur), unflatten(ys_def, ys)
 
 
 def _unaliased(carry: list[Any], inputs: Sequence[Any]) -> list[Any]:

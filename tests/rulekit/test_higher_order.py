@@ -401,3 +401,42 @@ def test_second_order_through_named_tuple_outputs(name: str, mode: str, layout: 
         assert_close(hess(x), want, f"{name} {mode} call {call + 1}", 1e-5)
     v = _values(32, (3,))
     assert_close(rulekit.hvp(f, (x,), (v,), mode=mode)[1], want @ v, f"{name} hvp", 1e-5)
+
+
+# -- scan and checkpoint inside forward mode and nested reverse mode --------------------------
+
+_W = np.array([[0.5, -0.3, 0.2], [0.1, 0.4, -0.6], [-0.2, 0.3, 0.7]])
+
+
+def _rnn(x: Any, checkpoint: bool = False) -> Any:
+    def body(c: Any, xi: Any) -> Any:
+        h = np.tanh(_W @ c["h"] + xi * c["s"])
+        return {"h": h, "s": c["s"] * 0.9 + np.sum(h)}, (h, np.sum(h * h))
+
+    init = {"h": x * 0.5, "s": np.sum(x)}
+    c, (hs, ss) = rulekit.scan(body, init, np.stack([x, x**2, np.sin(x)]), checkpoint=checkpoint)
+    return np.sum(hs**2) + np.sum(ss) + c["s"] + np.sum(c["h"])
+
+
+SCANNED: dict[str, Callable[[Any], Any]] = {
+    "scan": _rnn,
+    "scan checkpoint=True": partial(_rnn, checkpoint=True),
+    "scan of length 0": lambda x: rulekit.scan(lambda c, xi: (c * xi, c), x, x[None][:0])[0] @ x,
+    "checkpoint": lambda x: np.sum(rulekit.checkpoint(lambda z: np.tanh(_W @ z) ** 2)(x) * x),
+}
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("name", SCANNED)
+def test_scan_and_checkpoint_twice_differentiated(name: str, mode: str) -> None:
+    """Under jvp and a nested grad, scan runs as the loop it is (traced by the levels) and
+    checkpoint as its function; the reference differentiates the reverse engine's scan
+    and checkpoint rules (a different code path), on a first and a second call."""
+    f, x = SCANNED[name], _values(41, (3,))
+    want = fd_hessian(f, x)
+    hess = rulekit.hessian(f, mode=mode)
+    for call in range(2):
+        assert_close(hess(x), want, f"{name} {mode} call {call + 1}", 1e-5)
+    v = _values(42, (3,))
+    _, ydot = rulekit.jvp(f, (x,), (v,))
+    assert_close(ydot, fd_derivative(f, (x,), 0, v), f"{name} jvp", 1e-6)
