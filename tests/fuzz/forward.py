@@ -119,7 +119,8 @@ def check_hvp(
         """x + h·v, laid out as the round lays x out."""
         shifted = list(vals)
         for i, v in zip(inputs, vs, strict=True):
-            shifted[i] = np.asarray(vals[i]) + h * np.reshape(v, np.shape(vals[i]))
+            y = np.asarray(np.asarray(vals[i]) + h * np.reshape(v, np.shape(vals[i])))
+            shifted[i] = y if isinstance(vals[i], np.ndarray) else type(vals[i])(y[()])
         full = build(shifted)
         return [full[i] for i in active]
 
