@@ -80,6 +80,8 @@ class ForwardLevel(Level):
 
     def apply(self, impl: Any, f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         duals = [self.dual(a) for a in args]
+        if kwargs and getattr(impl, "keyword_tangents", False):  # (see rulekit.frule)
+            kwargs = {k: self.dual(v) if self.owns(v) else v for k, v in kwargs.items()}
         out = impl(Dual(f, None), *duals, **kwargs)
         if not isinstance(out, Dual):
             raise TracingError(

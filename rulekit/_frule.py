@@ -18,6 +18,11 @@ that is what makes a function twice differentiable. `active[i]` tells whether
 argument i's cotangent is wanted (the pullback may return None for the others,
 and should spend no work on them).
 
+Keyword arguments reach a forward rule as plain values. A forward rule that sets
+the attribute `keyword_tangents = True` gets a keyword value that carries a tangent
+as a Dual, like a positional one (`jvp` of `dgemm(..., c=C)` with a traced C);
+without it such a call raises TracingError ("pass it positionally").
+
 Both registries dispatch on the same patterns as `rrule` and share its rule
 packages. Elementwise and linear declarations (`rulekit.elementwise`,
 `rulekit.linear`) register both rules for their functions from the one

@@ -145,20 +145,26 @@ class Level:
             return self.setitem(*args)
         if kwargs.get("out") is not None:
             return self._into_out(f, args, kwargs)
-        if any(self.owns(v) for v in kwargs.values()):
-            raise TracingError(
-                f"{function_name(f)} was called with a differentiated value as a keyword "
-                f"argument ({', '.join(k for k, v in kwargs.items() if self.owns(v))}=); "
-                "keyword arguments get no derivative. Fix: pass it positionally."
-            )
+        owned = [k for k, v in kwargs.items() if self.owns(v)]
         plain_args = [plain(a) for a in self.primal_of(args)]
         try:
             _, reg = self.table.lookup_call(f, plain_args)
         except MissingRuleError as e:
+            if owned:
+                raise self._keyword_error(f, owned) from None
             return self._without_rule(f, args, kwargs, e)
         except TypeError:  # (unhashable arguments: a slow lookup)
             reg = self.table.lookup(signature_of(f, *plain_args))
+        if owned and not getattr(reg.impl, "keyword_tangents", False):
+            raise self._keyword_error(f, owned)
         return self.apply(reg.impl, f, args, kwargs)
+
+    def _keyword_error(self, f: Any, names: list[str]) -> TracingError:
+        return TracingError(
+            f"{function_name(f)} was called with a differentiated value as a keyword "
+            f"argument ({', '.join(names)}=), and its {self.rule_kind} takes derivatives of "
+            "positional arguments only. Fix: pass it positionally."
+        )
 
     def _into_out(self, f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """`f(..., out=o)`: computed, then written into `o` (a scalar is rebound)."""

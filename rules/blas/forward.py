@@ -334,6 +334,10 @@ def blas_frule(f: Dual, *args: Dual, **kwargs: Any) -> Dual:
     return _finish(b, name, io, writes, y, t)
 
 
+# (it binds its arguments by name, `bind`: keyword tangents too; see rulekit.frule's doc)
+blas_frule.keyword_tangents = True  # type: ignore[attr-defined]
+
+
 def _writes_tangent(t: Any) -> bool:
     """Whether a family's tangent `t` (an array, None, or a ("put", off, inc, n, new) of
     selected vector elements) puts a tangent into at least one element of the output."""

@@ -137,6 +137,8 @@ def _keyword_frule(impl: Callable[..., Any]) -> Callable[..., Any]:
     name = getattr(impl, "__name__", "impl")
     frule.__name__ = frule.__qualname__ = f"{name}_frule"
     frule.__doc__ = f"ẏ = jvp of {name} (its NumPy re-implementation, traced; keywords too)."
+    # (it takes keyword tangents: see rulekit.frule's doc)
+    frule.keyword_tangents = True  # type: ignore[attr-defined]
     return frule
 
 

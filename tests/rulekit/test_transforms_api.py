@@ -428,3 +428,21 @@ def test_vjp_fn_is_reusable_on_every_layout(layout: str) -> None:
         ga, gb = vjp_fn(ct)
         close(ga, ct * (np.exp(b) + 1 - np.tanh(a) ** 2), 1e-12)
         close(gb, ct * a * np.exp(b), 1e-12)
+
+
+def test_a_keyword_with_a_tangent_reaches_only_rules_that_take_it() -> None:
+    """A traced keyword goes to a forward rule that binds keywords (`keyword_tangents`:
+    polyfit's w=); any other rule refuses it before running, naming the fix."""
+    x, p = _values(30, (5,)), _values(31, (1,))
+    with pytest.raises(TracingError, match="positionally"):
+        rulekit.jvp(lambda x, p: np.diff(x, prepend=p), (x, p), (np.ones(5), np.ones(1)))
+    _, t = rulekit.jvp(lambda x, p: np.diff(x, 1, -1, p), (x, p), (np.ones(5), np.ones(1)))
+    close(t, np.zeros(5), 0)
+    xs, ys = np.linspace(0.0, 1.0, 6), np.sin(np.linspace(0.0, 1.0, 6))
+    w, dw = 1 + 0.1 * xs, _values(32, (6,))
+
+    def fit(w: Any) -> Any:
+        return np.polyfit(xs, ys, 2, w=w)
+
+    _, t = rulekit.jvp(fit, (w,), (dw,))
+    close(t, (fit(w + H * dw) - fit(w - H * dw)) / (2 * H), 1e-6)

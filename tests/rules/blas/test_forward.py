@@ -311,3 +311,24 @@ def test_registered_examples(fn: Any, ex: Any) -> None:
     else:
         name = fn.fn.__name__.split()[-1]
         check_call(fn, *args, rrule=not name.endswith(("axpy", "scal")), **tol, **ex.kwargs)
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64, np.complex128])
+def test_jvp_through_a_keyword_output_buffer(dt: Any) -> None:
+    """`gemm(alpha, a, b, beta=..., c=C)` with a traced C passed by keyword: the BLAS forward
+    rule binds arguments by name (`keyword_tangents`), so the tangent of C reaches it."""
+    import rulekit
+
+    prefix = {np.float32: "s", np.float64: "d", np.complex128: "z"}[dt]
+    gemm = getattr(rb, f"{prefix}gemm")
+    rng = np.random.default_rng(3)
+    a, b = rng.normal(size=(3, 4)).astype(dt), rng.normal(size=(4, 2)).astype(dt)
+    c, da, dc = (rng.normal(size=s).astype(dt) for s in ((3, 2), (3, 4), (3, 2)))
+
+    def f(a: Any, c: Any) -> Any:
+        return gemm(1.5, a, b, beta=0.5, c=c)
+
+    y, t = rulekit.jvp(f, (a, c), (da, dc))
+    tol = 1e-5 if dt is np.float32 else 1e-12
+    np.testing.assert_allclose(y, 1.5 * a @ b + 0.5 * c, rtol=tol)
+    np.testing.assert_allclose(t, 1.5 * da @ b + 0.5 * dc, rtol=tol, atol=tol)
