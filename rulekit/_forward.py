@@ -102,6 +102,10 @@ class ForwardLevel(Level):
             if isinstance(dy, np.generic):  # (0-d arithmetic gives NumPy scalars)
                 dy = np.asarray(dy)
             dy = self._check_views(y, dy, duals)
+        elif isinstance(dy, np.ndarray):  # a scalar's tangent is a value of its own: a rule
+            # may return an input's tangent itself (ẏ = ẋ for y = x·1 on a 0-d x), which a
+            # later write into x would change
+            dy = dy[()] if dy.ndim == 0 else np.copy(dy)
         return ForwardValue(y, dy, self)
 
     def _check_views(self, y: Any, dy: Any, duals: list[Dual]) -> Any:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import operator
 import sys
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -122,18 +121,24 @@ class Level:
 
     def primal_of(self, x: Any) -> Any:
         """`x` with this level's values replaced by their primals (in containers too)."""
-        if isinstance(x, LevelValue) and x.level is self:
-            return x.primal
+        if isinstance(x, LevelValue):
+            return x.primal if x.level is self else x
         t = type(x)
         if t is tuple or t is list:
-            return t(self.primal_of(e) for e in x)
+            return t([self.primal_of(e) for e in x])
         if t is dict:
             return {k: self.primal_of(v) for k, v in x.items()}
         return x
 
     def owns(self, x: Any) -> bool:
         """Whether `x` is, or contains, a value of this level."""
-        return any(v.level is self for v in _values(x))
+        if isinstance(x, LevelValue):
+            return x.level is self
+        if isinstance(x, (tuple, list)):
+            return any(self.owns(e) for e in x)
+        if isinstance(x, dict):
+            return any(self.owns(e) for e in x.values())
+        return False
 
     # -- a call --------------------------------------------------------------------
 
@@ -214,33 +219,33 @@ class Level:
         ) from None
 
 
-def _values(x: Any) -> Iterator[LevelValue]:
-    if isinstance(x, LevelValue):
-        yield x
-    elif isinstance(x, (tuple, list)):
-        for e in x:
-            yield from _values(e)
-    elif isinstance(x, dict):
-        for e in x.values():
-            yield from _values(e)
+def _finished(lv: Level) -> TracingError:
+    return TracingError(
+        f"a value traced by a {lv.kind} that has returned was used. Fix: use only values "
+        "computed in the current call; keep results as the plain values the transformation "
+        "returns (the value was stored in a global, a closure or an attribute, or passed to "
+        "another thread)."
+    )
+
+
+def _deepest(items: Any, best: Level | None) -> Level | None:
+    """The deeper of `best` and the deepest level among the level values in the elements
+    of container `items` (a tuple, list or dict's values; nested containers searched)."""
+    for e in items.values() if isinstance(items, dict) else items:
+        if isinstance(e, LevelValue):
+            lv = e.level
+            if not lv.running:
+                raise _finished(lv)
+            if best is None or lv.depth > best.depth:
+                best = lv
+        elif isinstance(e, (tuple, list, dict)):
+            best = _deepest(e, best)
+    return best
 
 
 def innermost(*xs: Any) -> Level | None:
     """The deepest level among the level values in `xs` (containers searched too)."""
-    best: Level | None = None
-    for x in xs:
-        for v in _values(x):
-            lv = v.level
-            if not lv.running:
-                raise TracingError(
-                    f"a value traced by a {lv.kind} that has returned was used. Fix: use only "
-                    "values computed in the current call; keep results as the plain values "
-                    "the transformation returns (the value was stored in a global, a closure "
-                    "or an attribute, or passed to another thread)."
-                )
-            if best is None or lv.depth > best.depth:
-                best = lv
-    return best
+    return _deepest(xs, None)
 
 
 def defers(args: Any, kwargs: Any) -> bool:

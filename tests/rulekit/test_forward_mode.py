@@ -458,3 +458,35 @@ def test_jacfwd_equals_jacrev_on_a_nonsquare_map() -> None:
     assert Jf.shape == (4, 3)
     assert_close(Jf, want, 1e-6, "jacfwd")
     assert_close(Jr, want, 1e-6, "jacrev")
+
+
+_IDENTITIES = {
+    "x * 1.0": lambda x: x * 1.0,
+    "1.0 * x": lambda x: 1.0 * x,
+    "x + 0.0": lambda x: x + 0.0,
+    "x - 0.0": lambda x: x - 0.0,
+    "x / 1.0": lambda x: x / 1.0,
+    "+x": lambda x: +x,
+    "np.real(x)": np.real,
+    "x.astype(float)": lambda x: x.astype(np.float64),
+    "np.copy(x)": np.copy,
+}
+
+
+@pytest.mark.parametrize("shape", [(), (1,), (3,), (2, 2)])
+@pytest.mark.parametrize("op", _IDENTITIES)
+def test_a_result_s_tangent_is_not_its_input_s(op: str, shape: tuple[int, ...]) -> None:
+    """`r = x·1; x += x` leaves r and its tangent alone, whatever the rule returned as ẏ (the
+    fuzzer found ẏ = ẋ itself for a 0-d x: the later write doubled r's tangent)."""
+    x0 = np.asarray(np.linspace(0.3, 0.9, int(np.prod(shape)))).reshape(shape)
+    v = np.asarray(np.linspace(-1.0, 0.5, int(np.prod(shape)))).reshape(shape)
+
+    def f(x: Any) -> Any:
+        r = _IDENTITIES[op](x)
+        x += x
+        return r * 1.5
+
+    y, t = rulekit.jvp(f, (x0.copy(),), (v,))
+    want = f(x0.copy())  # (np.real of a real x is a view: r sees the write, as in numpy)
+    np.testing.assert_allclose(y, want, rtol=1e-15)
+    np.testing.assert_allclose(t, want / x0 * v, rtol=1e-15)  # (f is linear in x)
