@@ -20,6 +20,7 @@ from rulekit._api import _argnums, _is_int, grad
 from rulekit._engine._levels import LevelValue, nesting, plain
 from rulekit._engine._traced import Traced, _primal_call
 from rulekit._errors import TracingError
+from rulekit._layout import zeros_like_exact
 from rulekit._nested import jvp_values, map_leaves, nested_vjp, zeros_like_value
 from rulekit._pullback import Pullback
 from rulekit._tangent_types import NoTangent
@@ -63,8 +64,9 @@ class _EngineVJP:
     """The reusable pullback at the outermost level: the reverse engine, rules kept."""
 
     def __init__(self, f: Callable[..., Any], args: tuple[Any, ...], out: Any) -> None:
+        """`args`: copies of the primals taken before `f` ran (it may write into them)."""
         self.pullback = Pullback(f)
-        self.args = tuple(map_leaves(_copy_array, a) for a in args)
+        self.args = args
         self.out = out
         self.fname = _name(f)
 
@@ -85,6 +87,15 @@ class _EngineVJP:
 
 def _copy_array(x: Any) -> Any:
     return x.copy() if isinstance(x, np.ndarray) else x
+
+
+def _exact_copy(x: Any) -> Any:
+    """A copy of an array in its own memory layout (strides, negative ones too)."""
+    if not isinstance(x, np.ndarray):
+        return x
+    y = zeros_like_exact(x)
+    y[...] = x
+    return y
 
 
 #: How far a rerun's output may be from the first (relative to the output's largest
@@ -127,16 +138,19 @@ def vjp(f: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple[An
     if nesting():
         value, fn, aux = nested_vjp(f, primals, has_aux)
     else:
+        # (the primals as f got them, in their layouts: f may write into its arguments,
+        # and a reshape copies or not by layout)
+        kept = tuple(map_leaves(_exact_copy, a) for a in primals)
         if has_aux:
             value, aux = f(*primals)
 
             def main(*a: Any) -> Any:
                 return f(*a)[0]
 
-            fn = _EngineVJP(main, primals, value)
+            fn = _EngineVJP(main, kept, value)
         else:
             value, aux = f(*primals), None
-            fn = _EngineVJP(f, primals, value)
+            fn = _EngineVJP(f, kept, value)
         value = map_leaves(_copy_array, value)
     return (value, fn, aux) if has_aux else (value, fn)
 

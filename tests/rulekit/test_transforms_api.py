@@ -446,3 +446,36 @@ def test_a_keyword_with_a_tangent_reaches_only_rules_that_take_it() -> None:
 
     _, t = rulekit.jvp(fit, (w,), (dw,))
     close(t, (fit(w + H * dw) - fit(w - H * dw)) / (2 * H), 1e-6)
+
+
+def test_vjp_fn_differentiates_at_the_arguments_f_was_given() -> None:
+    """f writes into its argument (x ← |x|): vjp_fn reruns f on copies taken before the
+    first run, not on the overwritten x (whose rerun gives the same value, so a check of
+    the value alone would not notice the gradient of |x| taken at |x|)."""
+
+    def f(x: Any) -> Any:
+        x[...] = np.abs(x)
+        return np.sum(x**3)
+
+    x = np.array([-1.0, 2.0, -0.5])
+    _, vjp_fn = rulekit.vjp(f, x.copy())
+    close(vjp_fn(1.0)[0], 3 * x * np.abs(x), 1e-15)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_vjp_fn_reruns_in_the_arguments_layouts(layout: str) -> None:
+    """A reshape is a view of a C-ordered array and a copy of another: vjp_fn's rerun sees
+    the arguments in their own layouts, so the write below shows through r (or not) as in
+    the first run."""
+
+    def f(x: Any) -> Any:
+        r = np.reshape(x, (-1,))
+        x *= 2.0
+        return np.sum(r**2)
+
+    x = relayout(_values(33, (2, 3)), layout)
+    want = f(relayout(x.copy(), layout))  # (numpy itself, on the same layout)
+    out, vjp_fn = rulekit.vjp(f, relayout(x.copy(), layout))
+    close(out, want, 1e-15)
+    scale = 4.0 if np.isclose(want, 4 * np.sum(x**2)) else 1.0  # r saw the doubling, or not
+    close(vjp_fn(1.0)[0], 2 * scale * x, 1e-14)
