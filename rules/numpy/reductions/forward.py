@@ -136,8 +136,8 @@ def exclusive_prod(x: Any, axes: tuple[int, ...]) -> Any:
     ends = tuple(range(nd - k, nd))
     moved = np.moveaxis(x, axes, ends) if axes != ends else x
     lead = np.shape(moved)[: nd - k]
-    m = np.reshape(moved, (*lead, -1))
-    n = np.shape(m)[-1]
+    n = int(np.prod(np.shape(moved)[nd - k :]))  # (not -1: ambiguous for an empty lead)
+    m = np.reshape(moved, (*lead, n))
     if n <= 1:
         r = np.ones(np.shape(m), dtype=np.result_type(x)) if n else m
     else:

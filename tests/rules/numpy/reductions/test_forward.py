@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+import rulekit
 from rulekit import Dual
 
 _spec = importlib.util.spec_from_file_location(
@@ -238,3 +239,26 @@ _MODULES = [f"rules.numpy.reductions.forward{m}" for m in ("", "_stats", "_extre
 def test_registered_examples(fn: Any, ex: Any) -> None:
     """Every example the reduction rules are registered with (the kit's inputs)."""
     _h.check_example(fn, ex)
+
+
+_EMPTY = [((0, 0), 1), ((0, 3), 1), ((3, 0), 1), ((0, 3), 0), ((2, 0, 3), (1, 2))]
+
+
+@pytest.mark.parametrize(
+    ("fn", "shape", "axis"),
+    [(np.prod, s, a) for s, a in _EMPTY] + [(np.cumprod, s, a) for s, a in _EMPTY[:4]],
+)
+def test_products_of_empty_arrays_to_second_order(fn: Any, shape: Any, axis: Any) -> None:
+    """Empty lanes and empty batches: the exclusive products' reshape must not be
+    (lead, -1), which numpy cannot resolve for an empty lead (the fuzzer found it). Every
+    element of x is in an empty array, so every derivative is an exact 0."""
+    x, v = np.ones(shape), np.full(shape, 0.5)
+
+    def f(x: Any) -> Any:
+        return np.sum(fn(x, axis=axis) ** 2)
+
+    y, t = rulekit.jvp(f, (x,), (v,))
+    assert y == f(x) and t == 0.0
+    for mode in ("forward-over-reverse", "reverse-over-reverse", "reverse-over-forward"):
+        g, hv = rulekit.hvp(f, (x,), (v,), mode=mode)
+        assert g.shape == hv.shape == shape and not np.any(hv)
