@@ -125,10 +125,17 @@ class Level:
             return x.primal if x.level is self else x
         t = type(x)
         if t is tuple or t is list:
-            return t([self.primal_of(e) for e in x])
+            return t([self._primal_of_element(e) for e in x])
         if t is dict:
-            return {k: self.primal_of(v) for k, v in x.items()}
+            return {k: self._primal_of_element(v) for k, v in x.items()}
         return x
+
+    def _primal_of_element(self, e: Any) -> Any:
+        if isinstance(e, LevelValue):
+            return e.primal if e.level is self else e
+        if type(e) in (tuple, list, dict):
+            return self.primal_of(e)
+        return e
 
     def owns(self, x: Any) -> bool:
         """Whether `x` is, or contains, a value of this level."""
@@ -248,12 +255,20 @@ def innermost(*xs: Any) -> Level | None:
     return _deepest(xs, None)
 
 
+def _call_level(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Level | None:
+    """`innermost(args, kwargs)` for a call's arguments (the common case: no keywords)."""
+    best = _deepest(args, None)
+    return _deepest(kwargs, best) if kwargs else best
+
+
 def defers(args: Any, kwargs: Any) -> bool:
     """Whether a reverse-engine call must leave these arguments to a level (the `Traced`
     protocols return NotImplemented then). Cheap when no level runs."""
     if not _levels.stack:
         return False
-    return innermost(args, kwargs) is not None
+    if not isinstance(args, (tuple, list)):  # (one value: `traced[i] = value`)
+        args = (args,)
+    return _call_level(args, kwargs) is not None
 
 
 def inner_into_outer() -> TracingError:
@@ -268,7 +283,7 @@ def inner_into_outer() -> TracingError:
 
 def dispatch(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """Hand the call to the innermost level among its arguments."""
-    level = innermost(args, kwargs)
+    level = _call_level(args, kwargs)
     assert level is not None
     return level.call(f, args, kwargs)
 
