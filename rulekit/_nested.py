@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from rulekit._engine._levels import LevelValue, plain
+from rulekit._engine._levels import LevelValue, inexact, plain
 from rulekit._errors import TracingError
 from rulekit._forward import ForwardLevel, ForwardValue, tangent_input
 from rulekit._reverse_level import ReverseLevel, ReverseValue
@@ -32,14 +32,6 @@ def map_leaves(fn: Callable[..., Any], x: Any, *rest: Any) -> Any:
     if isinstance(x, dict):
         return {k: map_leaves(fn, e, *(r[k] for r in rest)) for k, e in x.items()}
     return fn(x, *rest)
-
-
-def _inexact(x: Any) -> bool:
-    p = plain(x)
-    dt = getattr(p, "dtype", None)
-    if dt is not None:
-        return bool(dt.kind in "fc")
-    return isinstance(p, (float, complex))
 
 
 def zeros_like_value(x: Any) -> Any:
@@ -81,7 +73,7 @@ def nested_value_and_grad(
     with level:
         targs = list(args)
         for i in nums:
-            targs[i] = map_leaves(lambda x: level.input(x) if _inexact(x) else x, args[i])
+            targs[i] = map_leaves(lambda x: level.input(x) if inexact(x) else x, args[i])
         out = f(*targs, **kwargs)
     aux = None
     if has_aux:
@@ -129,7 +121,7 @@ def jvp_values(
     def enter(x: Any, t: Any) -> Any:
         if t is None:
             return x
-        if not _inexact(x):
+        if not inexact(x):
             if np.any(plain(t) != 0):
                 raise TypeError(
                     f"rulekit.jvp: a nonzero tangent was given for a primal of type "
@@ -167,7 +159,7 @@ def jvp_values(
             return v.tangent
         if isinstance(v, LevelValue) and v.level.depth > level.depth:
             raise TracingError("a value of a finished inner transformation was returned")
-        return zeros_like_value(v) if _inexact(v) else None
+        return zeros_like_value(v) if inexact(v) else None
 
     return map_leaves(primal, out), map_leaves(tangent, out), map_leaves(primal, aux)
 
@@ -213,7 +205,7 @@ def nested_vjp(
     recorded pullbacks (they write nothing) for each cotangent."""
     level = ReverseLevel()
     with level:
-        targs = [map_leaves(lambda x: level.input(x) if _inexact(x) else x, a) for a in primals]
+        targs = [map_leaves(lambda x: level.input(x) if inexact(x) else x, a) for a in primals]
         out = f(*targs)
     aux = None
     if has_aux:

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from rulekit._cotangents import unbroadcast
-from rulekit._engine._levels import Level, LevelValue, base_array, plain
+from rulekit._engine._levels import Level, LevelValue, base_array, inexact, plain
 from rulekit._errors import TracingError
 from rulekit._registry import vjp_registry
 
@@ -55,14 +55,6 @@ class ReverseValue(LevelValue):
         super().__init__(primal, level)
         self.node = node
         self.index = index
-
-
-def _inexact(x: Any) -> bool:
-    p = plain(x)
-    dt = getattr(p, "dtype", None)
-    if dt is not None:
-        return bool(dt.kind in "fc")
-    return isinstance(p, (float, complex))
 
 
 def _add(a: Any, b: Any) -> Any:
@@ -127,7 +119,7 @@ class ReverseLevel(Level):
                 f"a differentiable pullback returned a {type(y).__name__} output ({len(y)} "
                 "values), whose values would lose their derivative. Fix: return a tuple."
             )
-        if not _inexact(y):
+        if not inexact(y):
             return y
         b = base_array(y)
         if b is not None:

@@ -155,14 +155,6 @@ def vjp(f: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple[An
     return (value, fn, aux) if has_aux else (value, fn)
 
 
-def _inexact(x: Any) -> bool:
-    p = plain(x)
-    dt = getattr(p, "dtype", None)
-    if dt is not None:
-        return bool(dt.kind in "fc")
-    return isinstance(p, (float, complex))
-
-
 def _partial(f: Callable[..., Any], args: tuple[Any, ...], nums: tuple[int, ...]) -> Any:
     """`f` as a function of the arguments in `nums` only (the others fixed)."""
 

@@ -31,7 +31,7 @@ from rulekit._errors import MissingRuleError, TracingError
 from rulekit._functions import function_name
 from rulekit._signature import signature_of
 
-__all__ = ["Level", "LevelValue", "active_levels", "base_array", "defers", "dispatch",
+__all__ = ["Level", "LevelValue", "active_levels", "base_array", "defers", "dispatch", "inexact",
            "inner_into_outer", "innermost", "nesting", "plain"]  # fmt: skip
 
 
@@ -45,17 +45,20 @@ class _Fallbacks(threading.local):
 _falling_back = _Fallbacks()
 
 
-def _carries_derivative(y: Any) -> bool:
-    """Whether a result has a derivative: float/complex, or a container holding one."""
-    if isinstance(y, (tuple, list)):
-        return any(_carries_derivative(e) for e in y)
-    if isinstance(y, LevelValue):
-        return True
-    p = plain(y)
+def inexact(x: Any) -> bool:
+    """Whether value `x` (under any levels) is float or complex: can have a derivative."""
+    p = plain(x)
     dt = getattr(p, "dtype", None)
     if dt is not None:
         return bool(dt.kind in "fc")
     return isinstance(p, (float, complex))
+
+
+def _carries_derivative(y: Any) -> bool:
+    """Whether a result has a derivative: float/complex, or a container holding one."""
+    if isinstance(y, (tuple, list)):
+        return any(_carries_derivative(e) for e in y)
+    return isinstance(y, LevelValue) or inexact(y)
 
 
 class _Levels(threading.local):

@@ -4,18 +4,40 @@
 with the examples) that `f`'s reverse rules are registered for, so that the three
 rules of a function dispatch alike and the kit checks them on the same examples.
 Call it after the reverse rules are registered (import the reverse module first).
+
+`bind_by_name`, `dual_value` and `dual_tangent` are what forward rules taking
+keyword arguments use to read their arguments (Duals or plain values).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import inspect
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import rulekit
 from rulekit._registry import forward_registry, registry, vjp_registry
 from rulekit._signature import unwrap
 
-__all__ = ["register_like", "register_traced", "traced_rules"]
+__all__ = ["bind_by_name", "dual_tangent", "dual_value", "register_like", "register_traced",
+           "traced_rules"]  # fmt: skip
+
+
+def bind_by_name(fn: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """`fn`'s parameters by name, defaults filled in (values as given: Duals stay Duals)."""
+    ba = inspect.signature(fn).bind(*args, **kwargs)
+    ba.apply_defaults()
+    return dict(ba.arguments)
+
+
+def dual_value(v: Any) -> Any:
+    """The value of an argument given as a Dual or as a plain value."""
+    return v.x if isinstance(v, rulekit.Dual) else v
+
+
+def dual_tangent(v: Any) -> Any:
+    """The tangent of an argument given as a Dual (None: a plain value, a constant)."""
+    return v.dx if isinstance(v, rulekit.Dual) else None
 
 
 def register_like(

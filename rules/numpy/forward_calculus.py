@@ -27,7 +27,7 @@ import rulekit
 from rulekit import Dual, example
 from rulekit._declared_rules import shaped_like
 from rules._support.examples import randn
-from rules._support.forward import register_like
+from rules._support.forward import bind_by_name, dual_tangent, dual_value, register_like
 from rules.numpy.indexing.forward import scatter_add
 from rules.numpy.ufuncs.forward import index_rules, inexact, to_arg, zeros_of
 
@@ -36,24 +36,14 @@ __all__: list[str] = []
 _NV = np._NoValue
 
 
-def _bind(fn: Any, args: Sequence[Any], kw: dict[str, Any]) -> dict[str, Any]:
-    ba = inspect.signature(fn).bind(*args, **kw)
-    ba.apply_defaults()
-    return dict(ba.arguments)
-
-
-def _x(v: Any) -> Any:
-    return v.x if isinstance(v, Dual) else v
-
-
-def _dx(v: Any) -> Any:
-    return v.dx if isinstance(v, Dual) else None
-
-
 def _tangent_or_zeros(v: Any) -> Any:
     """The tangent of argument `v` (a Dual or plain value), zeros for a constant."""
-    d = _dx(v)
-    return zeros_of(np.asarray(_x(v)) if isinstance(_x(v), list) else _x(v)) if d is None else d
+    d = dual_tangent(v)
+    return (
+        zeros_of(np.asarray(dual_value(v)) if isinstance(dual_value(v), list) else dual_value(v))
+        if d is None
+        else d
+    )
 
 
 # -- diff ---------------------------------------------------------------------------------------
@@ -69,11 +59,11 @@ def _diff_adjoint(g: Any, axis: int) -> Any:
 
 def diff_frule(f: Dual, a: Dual, *args: Dual, **kw: Any) -> Dual:
     """ẏ = diff(ẋ, n, axis, prepend=ṗ, append=ȧ) (zeros for constant parts)."""
-    p = _bind(np.diff, (a, *args), kw)
-    prims = {k: _x(v) for k, v in p.items()}
+    p = bind_by_name(np.diff, (a, *args), kw)
+    prims = {k: dual_value(v) for k, v in p.items()}
     y = _call_diff(prims)
     parts = [k for k in ("a", "prepend", "append") if prims[k] is not _NV]
-    if all(_dx(p[k]) is None for k in parts) or not inexact(y):
+    if all(dual_tangent(p[k]) is None for k in parts) or not inexact(y):
         return Dual(y, None)
     tan = dict(prims)
     for k in parts:
@@ -88,7 +78,7 @@ def _call_diff(p: dict[str, Any]) -> Any:
 
 def diff_vjp(active: Sequence[bool], a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     """z̄ = (Dᵀ)ⁿ ȳ over the concatenation [prepend, x, append], split back."""
-    p = _bind(np.diff, (a, *args), kw)
+    p = bind_by_name(np.diff, (a, *args), kw)
     y = np.diff(a, *args, **kw)
     n, axis = p["n"], p["axis"] % max(np.ndim(a), 1)
     pre, app = p["prepend"], p["append"]
@@ -136,8 +126,8 @@ def _weights(p: dict[str, Any], shape: tuple[int, ...]) -> tuple[Any, int, float
 
 def linspace_frule(f: Dual, start: Dual, stop: Dual, *args: Dual, **kw: Any) -> Dual:
     """ẏ = linspace(ṡtart, ṡtop, ...) (linear in start and stop; zeros for a constant)."""
-    p = _bind(np.linspace, (start, stop, *args), kw)
-    prims = {k: _x(v) for k, v in p.items()}
+    p = bind_by_name(np.linspace, (start, stop, *args), kw)
+    prims = {k: dual_value(v) for k, v in p.items()}
     y = _call_linspace(prims)
     if (start.dx is None and stop.dx is None) or not inexact(y):
         return Dual(y, None)
@@ -159,7 +149,7 @@ def linspace_vjp(
     active: Sequence[bool], start: Any, stop: Any, *args: Any, **kw: Any
 ) -> tuple[Any, Any]:
     """s̄tart = Σ (1 − w)·ȳ − s̄tep/div, s̄top = Σ w·ȳ + s̄tep/div."""
-    p = _bind(np.linspace, (start, stop, *args), kw)
+    p = bind_by_name(np.linspace, (start, stop, *args), kw)
     y = np.linspace(start, stop, *args, **kw)
     shape = np.broadcast_shapes(np.shape(start), np.shape(stop))
     w, axis, div = _weights(p, shape)
@@ -233,33 +223,40 @@ def _interp_parts(x: Any, xp: Any, fp: Any) -> tuple[Any, ...]:
 
 def _interp_args(x: Any, xp: Any, fp: Any, args: Sequence[Any], kw: dict[str, Any]) -> Any:
     """(the bound arguments, x, xp, fp as interp reads them); period= is refused."""
-    p = _bind(np.interp, (x, xp, fp, *args), kw)
-    if _x(p["period"]) is not None:
+    p = bind_by_name(np.interp, (x, xp, fp, *args), kw)
+    if dual_value(p["period"]) is not None:
         raise NotImplementedError("np.interp: period= has no rule; call it without period=")
-    return p, _array(_x(x), np.float64), _array(_x(xp), np.float64), _array(_x(fp))
+    return (
+        p,
+        _array(dual_value(x), np.float64),
+        _array(dual_value(xp), np.float64),
+        _array(dual_value(fp)),
+    )
 
 
 def interp_frule(f: Dual, x: Dual, xp: Dual, fp: Dual, *args: Dual, **kw: Any) -> Dual:
     """ẏ = s·ẋ + interp(x, xp, ḟp) + s·((t − 1)·ẋp[j] − t·ẋp[j + 1]) inside the range,
     + l̇eft / ṙight below / above it (when given); period: refused."""
     p, xv, xpv, fpv = _interp_args(x, xp, fp, args, kw)
-    y = np.interp(x.x, xp.x, fp.x, *[a.x for a in args], **{k: _x(v) for k, v in kw.items()})
+    y = np.interp(
+        x.x, xp.x, fp.x, *[a.x for a in args], **{k: dual_value(v) for k, v in kw.items()}
+    )
     left, right = p["left"], p["right"]
-    if all(_dx(v) is None for v in (x, xp, fp, left, right)) or not inexact(y):
+    if all(dual_tangent(v) is None for v in (x, xp, fp, left, right)) or not inexact(y):
         return Dual(y, None)
     jj, k, t, s, inner, below, above, _, nan = _interp_parts(xv, xpv, fpv)
     terms = []
     if x.dx is not None:
         terms.append(s * x.dx + np.where(nan, x.dx, 0.0))  # (a NaN x: y = x)
     if fp.dx is not None:
-        lr = {k: (None if _x(p[k]) is None else 0.0) for k in ("left", "right")}
+        lr = {k: (None if dual_value(p[k]) is None else 0.0) for k in ("left", "right")}
         terms.append(np.where(nan, 0.0, np.interp(xv, xpv, _array(fp.dx), **lr)))
     if xp.dx is not None:
         dxp = _array(xp.dx)
         terms.append(np.where(inner, s * ((t - 1.0) * dxp[jj] - t * dxp[k]), 0.0))
     for v, mask in ((left, below), (right, above)):
-        if _dx(v) is not None:
-            terms.append(np.where(mask, _dx(v), 0.0))
+        if dual_tangent(v) is not None:
+            terms.append(np.where(mask, dual_tangent(v), 0.0))
     return Dual(y, shaped_like(sum(terms[1:], terms[0]), y))
 
 
@@ -316,7 +313,7 @@ _DEFAULT_MODE = {np.convolve: "full", np.correlate: "valid"}
 
 
 def _mode(fn: Any, args: Sequence[Any], kw: dict[str, Any]) -> str:
-    mode = kw.get("mode", _x(args[0]) if args else _DEFAULT_MODE[fn])
+    mode = kw.get("mode", dual_value(args[0]) if args else _DEFAULT_MODE[fn])
     return str({"f": "full", "s": "same", "v": "valid"}.get(str(mode)[:1].lower(), mode))
 
 

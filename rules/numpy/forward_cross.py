@@ -19,25 +19,11 @@ import numpy as np
 
 from rulekit import Dual, unbroadcast
 from rulekit._declared_rules import shaped_like
-from rules._support.forward import register_like
+from rules._support.forward import bind_by_name, dual_tangent, dual_value, register_like
 from rules.numpy.forward_calculus import _diff_adjoint
 from rules.numpy.ufuncs.forward import to_arg
 
 __all__: list[str] = []
-
-
-def _bind(fn: Any, args: Sequence[Any], kw: dict[str, Any]) -> dict[str, Any]:
-    ba = inspect.signature(fn).bind(*args, **kw)
-    ba.apply_defaults()
-    return dict(ba.arguments)
-
-
-def _x(v: Any) -> Any:
-    return v.x if isinstance(v, Dual) else v
-
-
-def _dx(v: Any) -> Any:
-    return v.dx if isinstance(v, Dual) else None
 
 
 # -- cross --------------------------------------------------------------------------------------
@@ -66,7 +52,7 @@ def _as3(v: Any) -> Any:
 
 def cross_vjp(active: Sequence[bool], a: Any, b: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     """ā = conj(b) × ȳ, b̄ = ȳ × conj(a) (vectors moved along the last axis and back)."""
-    p = _bind(np.cross, (a, b, *args), kw)
+    p = bind_by_name(np.cross, (a, b, *args), kw)
     y = np.cross(a, b, *args, **kw)
     axis = p["axis"]
     axa, axb, axc = (axis,) * 3 if axis is not None else (p["axisa"], p["axisb"], p["axisc"])
@@ -101,17 +87,17 @@ register_like(np.cross, frule=cross_frule, vjp=cross_vjp)
 
 def trapezoid_frule(f: Dual, y: Dual, *args: Dual, **kw: Any) -> Dual:
     """İ = trapezoid(ẏ, x, dx) + trapezoid(y, ẋ) (or + trapezoid(y, dx=ḋx))."""
-    p = _bind(np.trapezoid, (y, *args), kw)
-    x, dx, axis = p["x"], p["dx"], _x(p["axis"])
-    val = np.trapezoid(y.x, _x(x), _x(dx), axis)
+    p = bind_by_name(np.trapezoid, (y, *args), kw)
+    x, dx, axis = p["x"], p["dx"], dual_value(p["axis"])
+    val = np.trapezoid(y.x, dual_value(x), dual_value(dx), axis)
     t: Any = None
     if y.dx is not None:
-        t = np.trapezoid(y.dx, _x(x), _x(dx), axis)
-    if _x(x) is not None and _dx(x) is not None:
-        tx = np.trapezoid(y.x, _dx(x), 1.0, axis)
+        t = np.trapezoid(y.dx, dual_value(x), dual_value(dx), axis)
+    if dual_value(x) is not None and dual_tangent(x) is not None:
+        tx = np.trapezoid(y.x, dual_tangent(x), 1.0, axis)
         t = tx if t is None else t + tx
-    elif _x(x) is None and _dx(dx) is not None:
-        td = np.trapezoid(y.x, None, _dx(dx), axis)
+    elif dual_value(x) is None and dual_tangent(dx) is not None:
+        td = np.trapezoid(y.x, None, dual_tangent(dx), axis)
         t = td if t is None else t + td
     return Dual(val, None if t is None else shaped_like(t, val))
 
@@ -123,7 +109,7 @@ def _along(v: Any, nd: int, axis: int) -> Any:
 
 def trapezoid_vjp(active: Sequence[bool], y: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     """ȳ = Ī·(Δxᵢ₋₁ + Δxᵢ)/2, x̄ = Dᵀ(Ī·conj(yᵢ + yᵢ₊₁)/2), d̄x = Σ Ī·conj(trapezoid(y, dx=1))."""
-    p = _bind(np.trapezoid, (y, *args), kw)
+    p = bind_by_name(np.trapezoid, (y, *args), kw)
     x, dx = p["x"], p["dx"]
     nd = np.ndim(y)
     axis = p["axis"] % nd

@@ -34,27 +34,13 @@ import rulekit
 from rulekit import Dual, TracingError, Vararg, example
 from rulekit._declared_rules import shaped_like
 from rules._support.examples import randn
-from rules._support.forward import register_like
+from rules._support.forward import bind_by_name, dual_tangent, dual_value, register_like
 from rules._support.patterns import Inexact
 from rules.numpy.indexing.forward import scatter_add
 from rules.numpy.joining import PAD
 from rules.numpy.ufuncs.forward import index_rules, inexact, to_arg, zeros_of
 
 __all__ = ["argpartition", "argsort"]
-
-
-def _bind(fn: Any, args: Sequence[Any], kw: dict[str, Any]) -> dict[str, Any]:
-    ba = inspect.signature(fn).bind(*args, **kw)
-    ba.apply_defaults()
-    return dict(ba.arguments)
-
-
-def _x(v: Any) -> Any:
-    return v.x if isinstance(v, Dual) else v
-
-
-def _dx(v: Any) -> Any:
-    return v.dx if isinstance(v, Dual) else None
 
 
 # -- argsort: value-dependent integer indices, traceable --------------------------------------
@@ -91,15 +77,15 @@ def _gather(v: Any, perm: Any, axis: int, flat: bool) -> Any:
 
 def sort_frule(f: Dual, x: Dual, *args: Dual, **kw: Any) -> Dual:
     """ẏ = ẋ[perm] (the stable argsort: ties keep the input order)."""
-    p = _bind(np.sort, (x, *args), kw)
-    perm, ax, flat = _sort_perm(x.x, _x(p["axis"]))
+    p = bind_by_name(np.sort, (x, *args), kw)
+    perm, ax, flat = _sort_perm(x.x, dual_value(p["axis"]))
     y = _gather(x.x, perm, ax, flat)
     return Dual(y, None if x.dx is None else _gather(x.dx, perm, ax, flat))
 
 
 def sort_vjp(active: Sequence[bool], x: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     """x̄ = ȳ[perm⁻¹]."""
-    axis = _bind(np.sort, (x, *args), kw)["axis"]
+    axis = bind_by_name(np.sort, (x, *args), kw)["axis"]
     perm, ax, flat = _sort_perm(x, axis)
     y = _gather(x, perm, ax, flat)
 
@@ -129,15 +115,15 @@ index_rules(argpartition, _argpartition, lambda: [example(randn(6), 2, -1)])
 
 def partition_frule(f: Dual, a: Dual, *args: Dual, **kw: Any) -> Dual:
     """ẏ = ẋ[P] with y = x[P] (P: argpartition)."""
-    p = _bind(np.partition, (a, *args), kw)
-    perm, ax, flat = _partition_perm(a.x, _x(p["kth"]), _x(p["axis"]))
+    p = bind_by_name(np.partition, (a, *args), kw)
+    perm, ax, flat = _partition_perm(a.x, dual_value(p["kth"]), dual_value(p["axis"]))
     y = _gather(a.x, perm, ax, flat)
     return Dual(y, None if a.dx is None else _gather(a.dx, perm, ax, flat))
 
 
 def partition_vjp(active: Sequence[bool], a: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     """x̄ = ȳ[P⁻¹]."""
-    p = _bind(np.partition, (a, *args), kw)
+    p = bind_by_name(np.partition, (a, *args), kw)
     perm, ax, flat = _partition_perm(a, p["kth"], p["axis"])
     y = _gather(a, perm, ax, flat)
 
@@ -248,7 +234,7 @@ for _fn in (np.zeros_like, np.ones_like, np.empty_like, np.full_like):
 
 def copyto_frule(f: Dual, dst: Dual, src: Dual, *args: Dual, **kw: Any) -> Dual:
     """dst ← src (where=mask): ḋst ← ṡrc likewise (zeros for a constant src)."""
-    rest, kws = [a.x for a in args], {k: _x(v) for k, v in kw.items()}
+    rest, kws = [a.x for a in args], {k: dual_value(v) for k, v in kw.items()}
     if dst.dx is None and src.dx is not None and inexact(src.x):
         raise TracingError(
             "np.copyto writes a value with a tangent into an array without one. Fix: copy into "
@@ -305,24 +291,24 @@ def _mutates(x: Any, copy: Any) -> bool:
 def nan_to_num_frule(f: Dual, x: Dual, *args: Dual, **kw: Any) -> Dual:
     """ẏ = ẋ where x is finite, + ṅan / ṗosinf / ṅeginf where they replaced a value
     (Re and Im parts separately)."""
-    p = _bind(np.nan_to_num, (x, *args), kw)
+    p = bind_by_name(np.nan_to_num, (x, *args), kw)
     fills = [p[name] for name, _ in _FILLS]
     finite, masks = _nan_masks(x.x)
-    wanted = [_dx(v) is not None for v in fills]
-    mutates = _mutates(x.x, _x(p["copy"]))
+    wanted = [dual_tangent(v) is not None for v in fills]
+    mutates = _mutates(x.x, dual_value(p["copy"]))
     replaced = any(bool(np.any(m)) for ms in masks for m in ms)
     if mutates and x.dx is None and any(wanted) and replaced:
         raise TracingError(
             "np.nan_to_num(x, copy=False) would write replacement values with a tangent into "
             "x, which has none (a constant). Fix: use copy=True, or give x a tangent."
         )
-    y = np.nan_to_num(x.x, *[a.x for a in args], **{k: _x(v) for k, v in kw.items()})
+    y = np.nan_to_num(x.x, *[a.x for a in args], **{k: dual_value(v) for k, v in kw.items()})
     if (x.dx is None and not any(wanted)) or not inexact(y):
         return Dual(y, None)
     parts = _parts(zeros_of(y) if x.dx is None else _finite_part(finite, x.dx))
     for v, on, ms in zip(fills, wanted, masks, strict=True):
         if on:
-            d = np.real(_dx(v))
+            d = np.real(dual_tangent(v))
             parts = [tp + np.where(m, d, 0.0) for tp, m in zip(parts, ms, strict=True)]
     t = shaped_like(_whole(parts), y)
     if mutates and x.dx is not None:
@@ -334,7 +320,7 @@ def nan_to_num_frule(f: Dual, x: Dual, *args: Dual, **kw: Any) -> Dual:
 def nan_to_num_vjp(active: Sequence[bool], x: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     """x̄ = ȳ where x is finite; n̄an, p̄osinf, n̄eginf = Σ ȳ over the parts they filled.
     copy=False (which overwrites x) is refused: nested reverse mode handles no writes here."""
-    p = _bind(np.nan_to_num, (x, *args), kw)
+    p = bind_by_name(np.nan_to_num, (x, *args), kw)
     if _mutates(x, p["copy"]):
         raise TracingError(
             "np.nan_to_num(x, copy=False) overwrites x, which a nested differentiation (grad "
@@ -387,7 +373,7 @@ rulekit.vjp_rule.register(np.nan_to_num, Inexact, Vararg[Any], examples=_nan_to_
 def pad_vjp(active: Sequence[bool], x: Any, *args: Any, **kw: Any) -> tuple[Any, Any]:
     """constant mode: x̄ = ȳ[interior]; edge/reflect/symmetric/wrap: x̄ = Σ of ȳ over the copies
     of each element (a scatter of ȳ by the index map pad(arange))."""
-    p = _bind(np.pad, (x, *args), kw)
+    p = bind_by_name(np.pad, (x, *args), kw)
     y = np.pad(x, *args, **kw)
     mode, width = p["mode"], p["pad_width"]
     shape = np.shape(x)

@@ -20,7 +20,6 @@ pullbacks trace too.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Sequence
 from typing import Any
 
@@ -31,7 +30,7 @@ from scipy.special import _ufuncs
 from rulekit import Dual, unbroadcast
 from rulekit._declared_rules import elementwise_frule, elementwise_vjp, shaped_like
 from rulekit._elementwise import Elementwise
-from rules._support.forward import register_like
+from rules._support.forward import bind_by_name, dual_tangent, dual_value, register_like
 from rules.scipy.special import wrapped
 from rules.scipy.special._common import refusing_forward
 from rules.scipy.special.binary import polygamma
@@ -73,21 +72,6 @@ def _zeros_like(y: Any) -> Any:
     return np.zeros(np.shape(y), dt)
 
 
-def _bind(fn: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> dict[str, Any]:
-    """`fn`'s parameters by name, defaults filled in (values as given: Duals stay Duals)."""
-    ba = inspect.signature(fn).bind(*args, **kwargs)
-    ba.apply_defaults()
-    return dict(ba.arguments)
-
-
-def _x(v: Any) -> Any:
-    return v.x if isinstance(v, Dual) else v
-
-
-def _dx(v: Any) -> Any:
-    return v.dx if isinstance(v, Dual) else None
-
-
 def _axes(axis: Any, ndim: int) -> tuple[int, ...]:
     if axis is None:
         return tuple(range(ndim))
@@ -125,16 +109,20 @@ def _lse_parts(a: Any, b: Any, axis: Any, keepdims: bool, rs: bool) -> tuple[Any
 
 def logsumexp_frule(f: Dual, *args: Dual, **kwargs: Any) -> Dual:
     """ẏ = Σ_axis s·e^{a−y}·(b·ȧ + ḃ) (the sign output: a zero tangent)."""
-    p = _bind(sp.logsumexp, args, kwargs)
+    p = bind_by_name(sp.logsumexp, args, kwargs)
     a, b = p["a"], p["b"]
-    axis, keepdims, rs = _x(p["axis"]), bool(_x(p["keepdims"])), bool(_x(p["return_sign"]))
-    da, db = _dx(a), _dx(b)
-    res, w, axes = _lse_parts(a.x, _x(b), axis, keepdims, rs)
+    axis, keepdims, rs = (
+        dual_value(p["axis"]),
+        bool(dual_value(p["keepdims"])),
+        bool(dual_value(p["return_sign"])),
+    )
+    da, db = dual_tangent(a), dual_tangent(b)
+    res, w, axes = _lse_parts(a.x, dual_value(b), axis, keepdims, rs)
     if da is None and db is None:
         return Dual(res, None)
     t: Any = None
     if da is not None:
-        t = w * da if _x(b) is None else w * (_x(b) * da)
+        t = w * da if dual_value(b) is None else w * (dual_value(b) * da)
     if db is not None:
         t = w * db if t is None else t + w * db
     dy = np.sum(t, axis=axes, keepdims=keepdims)
@@ -145,7 +133,7 @@ def logsumexp_frule(f: Dual, *args: Dual, **kwargs: Any) -> Dual:
 
 def logsumexp_vjp(active: Sequence[bool], *args: Any, **kwargs: Any) -> tuple[Any, Any]:
     """ā = s·b·e^{a−y}·ȳ, b̄ = s·e^{a−y}·ȳ (b passed positionally; a keyword b gets none)."""
-    p = _bind(sp.logsumexp, args, kwargs)
+    p = bind_by_name(sp.logsumexp, args, kwargs)
     a, b = p["a"], p["b"]
     axis, keepdims, rs = p["axis"], bool(p["keepdims"]), bool(p["return_sign"])
     res, w, axes = _lse_parts(a, b, axis, keepdims, rs)
@@ -176,7 +164,7 @@ register_like(logsumexp, frule=logsumexp_frule, vjp=logsumexp_vjp)
 
 def softmax_frule(f: Dual, x: Dual, *rest: Dual, **kwargs: Any) -> Dual:
     """s = softmax(x) ⇒ ṡ = s ⊙ (ẋ − Σ_axis s ⊙ ẋ)."""
-    axis = _x(_bind(sp.softmax, (x, *rest), kwargs)["axis"])
+    axis = dual_value(bind_by_name(sp.softmax, (x, *rest), kwargs)["axis"])
     s = softmax(x.x, axis=axis)
     if x.dx is None:
         return Dual(s, None)
@@ -186,7 +174,7 @@ def softmax_frule(f: Dual, x: Dual, *rest: Dual, **kwargs: Any) -> Dual:
 
 def softmax_vjp(active: Sequence[bool], x: Any, *rest: Any, **kwargs: Any) -> tuple[Any, Any]:
     """x̄ = s ⊙ ȳ − s·Σ_axis s ⊙ ȳ."""
-    axis = _bind(sp.softmax, (x, *rest), kwargs)["axis"]
+    axis = bind_by_name(sp.softmax, (x, *rest), kwargs)["axis"]
     s = softmax(x, axis=axis)
 
     def pullback(g: Any) -> tuple[Any, ...]:
@@ -200,7 +188,7 @@ def softmax_vjp(active: Sequence[bool], x: Any, *rest: Any, **kwargs: Any) -> tu
 
 def log_softmax_frule(f: Dual, x: Dual, *rest: Dual, **kwargs: Any) -> Dual:
     """y = x − logsumexp(x) ⇒ ẏ = ẋ − Σ_axis e^y ⊙ ẋ."""
-    axis = _x(_bind(sp.log_softmax, (x, *rest), kwargs)["axis"])
+    axis = dual_value(bind_by_name(sp.log_softmax, (x, *rest), kwargs)["axis"])
     y = log_softmax(x.x, axis=axis)
     if x.dx is None:
         return Dual(y, None)
@@ -209,7 +197,7 @@ def log_softmax_frule(f: Dual, x: Dual, *rest: Dual, **kwargs: Any) -> Dual:
 
 def log_softmax_vjp(active: Sequence[bool], x: Any, *rest: Any, **kwargs: Any) -> tuple[Any, Any]:
     """x̄ = ȳ − e^y·Σ_axis ȳ."""
-    axis = _bind(sp.log_softmax, (x, *rest), kwargs)["axis"]
+    axis = bind_by_name(sp.log_softmax, (x, *rest), kwargs)["axis"]
     y = log_softmax(x, axis=axis)
 
     def pullback(g: Any) -> tuple[Any, ...]:
