@@ -37,7 +37,7 @@ import numpy as np
 from rulekit import Dual, Example, TracingError, forward_registry
 from testutils._check import OUTPUT_RTOL
 from testutils._dottest import UncheckableInput, _converges, _within
-from testutils._fwdbase import FwdChecker, as_dx, full_sweep, tdot, wide_leaves
+from testutils._fwdbase import FwdChecker, as_dx, example_options, full_sweep, tdot, wide_leaves
 from testutils._fwdtangents import constant_leaves, tangent_problem
 from testutils._reference import FDStep, FDTerm, Reference
 from testutils._trees import clone, same_value, tree_close
@@ -93,10 +93,7 @@ def check_frule(
 
 def check_frule_example(f: Any, ex: Example, **options: Any) -> RuleReport:
     """`check_frule` on a call example attached to a registration (its tolerances too)."""
-    options.setdefault("rtol", ex.rtol)
-    options.setdefault("atol", ex.atol)
-    options.setdefault("reference", ex.reference)
-    return check_frule(f, *ex.args, kwargs=ex.kwargs, **options)
+    return check_frule(f, *ex.args, kwargs=ex.kwargs, **example_options(ex, options))
 
 
 class _FChecker(FwdChecker):

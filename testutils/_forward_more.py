@@ -10,7 +10,7 @@ import numpy as np
 from testutils._check import LAYOUT_VARIANTS
 from testutils._dottest import UncheckableInput
 from testutils._forward import _core, _FChecker, _FRun, _lhs, _run
-from testutils._fwdbase import tdot, tnorm, wide_leaves
+from testutils._fwdbase import later_call_failed, tdot, tnorm, wide_leaves
 from testutils._layouts import VARIANT_NAMES, layout_key, relayout_values
 from testutils._reference import Reference
 from testutils._statecheck import AGREE, _perturbed
@@ -152,14 +152,7 @@ def statefulness(ck: _FChecker, ref: Reference, first: _FRun | None) -> str:
         except UncheckableInput as e:
             notes.append(f"finite differences on other values n/a ({e})")
         except RuleCheckError as e:
-            raise RuleCheckError(
-                "statefulness",
-                f"a later call on other values of the same shape failed the {e.check} check "
-                f"(does the rule keep something that depends on the values?): {e.detail}",
-                e.argument,
-                e.signature,
-                e.input,
-            ) from None
+            raise later_call_failed(e) from None
     if first is not None:
         again = _run(ck, ref, first.active)
         assert again is not None

@@ -40,10 +40,31 @@ from testutils._reference import Reference
 from testutils._trees import clone, clone_array, leaves, tree_map
 from testutils._verdict import RuleCheckError, RuleReport
 
-__all__ = ["FwdChecker", "as_dx", "tdot", "tnorm", "wide_leaves"]
+__all__ = ["FwdChecker", "as_dx", "example_options", "later_call_failed", "tdot", "tnorm",
+           "wide_leaves"]  # fmt: skip
 
 _EMPTY = (NoTangent, NoFData, NoRData, type(None))
 _SCALARS = (float, complex, np.floating, np.complexfloating)
+
+
+def example_options(ex: Any, options: dict[str, Any]) -> dict[str, Any]:
+    """A check's options for a registration's call example: its tolerances and reference
+    unless given."""
+    for name in ("rtol", "atol", "reference"):
+        options.setdefault(name, getattr(ex, name))
+    return options
+
+
+def later_call_failed(e: RuleCheckError) -> RuleCheckError:
+    """The statefulness failure for check `e` failing on a later call with other values."""
+    return RuleCheckError(
+        "statefulness",
+        f"a later call on other values of the same shape failed the {e.check} check "
+        f"(does the rule keep something that depends on the values?): {e.detail}",
+        e.argument,
+        e.signature,
+        e.input,
+    )
 
 
 def as_dx(v: Any, t: Any) -> Any:

@@ -29,7 +29,14 @@ import numpy as np
 from rulekit import Example, vjp_registry
 from testutils._check import LAYOUT_VARIANTS, OUTPUT_RTOL
 from testutils._dottest import UncheckableInput, _within
-from testutils._fwdbase import FwdChecker, as_dx, tdot, wide_leaves
+from testutils._fwdbase import (
+    FwdChecker,
+    as_dx,
+    example_options,
+    later_call_failed,
+    tdot,
+    wide_leaves,
+)
 from testutils._layouts import VARIANT_NAMES, layout_key, relayout_values
 from testutils._reference import Reference
 from testutils._statecheck import AGREE, _perturbed
@@ -83,10 +90,7 @@ def check_vjp_rule(
 
 def check_vjp_example(f: Any, ex: Example, **options: Any) -> RuleReport:
     """`check_vjp_rule` on a call example attached to a registration."""
-    options.setdefault("rtol", ex.rtol)
-    options.setdefault("atol", ex.atol)
-    options.setdefault("reference", ex.reference)
-    return check_vjp_rule(f, *ex.args, kwargs=ex.kwargs, **options)
+    return check_vjp_rule(f, *ex.args, kwargs=ex.kwargs, **example_options(ex, options))
 
 
 class _VChecker(FwdChecker):
@@ -359,14 +363,7 @@ def _statefulness(ck: _VChecker, ref: Reference, first: list[Any]) -> str:
         except UncheckableInput as e:
             notes.append(f"finite differences on other values n/a ({e})")
         except RuleCheckError as e:
-            raise RuleCheckError(
-                "statefulness",
-                f"a later call on other values of the same shape failed the {e.check} check "
-                f"(does the rule keep something that depends on the values?): {e.detail}",
-                e.argument,
-                e.signature,
-                e.input,
-            ) from None
+            raise later_call_failed(e) from None
     again = _call(ck, ref, frozenset(ck.differentiable()), twice=False)
     try:
         _compare(
