@@ -12,7 +12,9 @@ must share the base's tangent the same way, or a write through one would change
 the primal but not the tangent. A rule whose output is a view of an input's
 primal but not of its tangent (layouts differ) marks both memories: a later
 write into either raises TracingError (`_check_views`); a tangent that aliases
-an input's tangent when the primal does not is copied.
+an input's tangent when the primal does not is copied, and a new array's tangent is
+laid out like the array (a rule may return ẋ, in x's layout, as ẏ for y = x + c), so
+that a later reshape or transpose is a view of both or a copy of both.
 """
 
 from __future__ import annotations
@@ -109,18 +111,24 @@ class ForwardLevel(Level):
         return ForwardValue(y, dy, self)
 
     def _check_views(self, y: Any, dy: Any, duals: list[Dual]) -> Any:
-        """Keep a view's tangent a view of its base's tangent (see the module doc)."""
+        """Keep a view's tangent a view of its base's tangent, and a new array's tangent a
+        new array in the array's own layout (see the module doc): then a later reshape or
+        transpose is a view of both, or a copy of both."""
+        fresh = True
         for d in duals:
             if d.dx is None or isinstance(d.dx, (list, tuple)):
                 continue
             view, tview = _shares(y, d.x), _shares(dy, d.dx)
+            fresh = fresh and not view
             if tview and not view:
-                dy = np.copy(dy)
+                dy = _laid_out_like(y, dy)
             elif view and not (tview and _same_layout(y, dy)):
                 for v in (y, d.x, dy, d.dx):
                     b = base_array(v)
                     if b is not None:
                         self.frozen[id(b)] = b
+        if fresh and not _same_layout(y, dy):
+            dy = _laid_out_like(y, dy)
         return dy
 
     def setitem(self, target: Any, idx: Any, value: Any) -> None:
@@ -152,6 +160,17 @@ def _same_layout(y: Any, dy: Any) -> bool:
     if sa is None or sb is None or np.shape(a) != np.shape(b):
         return sa == sb
     return all(n <= 1 or p == q for n, p, q in zip(np.shape(a), sa, sb, strict=True))
+
+
+def _laid_out_like(y: Any, dy: Any) -> Any:
+    """A copy of tangent `dy` in `y`'s exact memory layout (a plain copy for a tangent
+    another level traces, or of another dtype)."""
+    py = plain(y)
+    if plain(dy) is not dy or getattr(dy, "dtype", None) != py.dtype:
+        return np.copy(dy)
+    t = zeros_like_exact(py)
+    t[...] = dy
+    return t
 
 
 def tangent_input(x: Any, t: Any) -> Any:

@@ -490,3 +490,27 @@ def test_a_result_s_tangent_is_not_its_input_s(op: str, shape: tuple[int, ...]) 
     want = f(x0.copy())  # (np.real of a real x is a view: r sees the write, as in numpy)
     np.testing.assert_allclose(y, want, rtol=1e-15)
     np.testing.assert_allclose(t, want / x0 * v, rtol=1e-15)  # (f is linear in x)
+
+
+@pytest.mark.parametrize("layout", ["F", "negative", "strided"])
+@pytest.mark.parametrize("how", ["x + c", "c * x", "np.where(c > 2, x, 1.0)"])
+def test_a_new_array_s_tangent_takes_its_layout(layout: str, how: str) -> None:
+    """`y = x + c` with x in another layout than a C-ordered constant c: y is C-ordered, and
+    a rule may return ẋ (x's layout) as ẏ. Its tangent is laid out like y, so that
+    `y.reshape(-1)` is a view of both and a write through it is followed (it was refused)."""
+    c = np.arange(6.0).reshape(2, 3)
+    ops = {"x + c": lambda x: x + c, "c * x": lambda x: c * x,
+           "np.where(c > 2, x, 1.0)": lambda x: np.where(c > 2, x, 1.0)}  # fmt: skip
+
+    def f(x: Any) -> Any:
+        y = ops[how](x)
+        r = y.reshape(-1)
+        r[1] = r[4] ** 2
+        return y * 2.0
+
+    x = relayout(np.linspace(0.1, 0.6, 6).reshape(2, 3), layout)
+    v = np.linspace(-1.0, 1.0, 6).reshape(2, 3)
+    _, t = rulekit.jvp(f, (x,), (v,))
+    h = 1e-6
+    fd = (f(relayout(x + h * v, layout)) - f(relayout(x - h * v, layout))) / (2 * h)
+    np.testing.assert_allclose(t, fd, rtol=1e-7, atol=1e-8)
