@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from rulekit._api import _argnums, _is_int, grad
-from rulekit._engine._levels import LevelValue, nesting, plain
+from rulekit._engine._levels import LevelValue, inexact, nesting, plain
 from rulekit._engine._traced import Traced, _primal_call
 from rulekit._errors import TracingError
 from rulekit._layout import zeros_like_exact
@@ -191,9 +191,55 @@ def _assemble(columns: list[Any], out_shape: tuple[int, ...], in_shape: tuple[in
     return np.reshape(j, out_shape + in_shape)
 
 
+def _leaves(tree: Any) -> list[Any]:
+    """The leaves of an output: tuples, lists and dicts are containers (None is a leaf)."""
+    if isinstance(tree, (tuple, list)):
+        return [leaf for e in tree for leaf in _leaves(e)]
+    if isinstance(tree, dict):
+        return [leaf for e in tree.values() for leaf in _leaves(e)]
+    return [tree]
+
+
+def _rebuild(tree: Any, leaves: list[Any]) -> Any:
+    """`tree`'s structure with its leaves replaced by `leaves`, in order."""
+    it = iter(leaves)
+
+    def build(t: Any) -> Any:
+        if isinstance(t, (tuple, list)):
+            vals = [build(e) for e in t]
+            return type(t)(*vals) if hasattr(t, "_fields") else type(t)(vals)
+        if isinstance(t, dict):
+            return {k: build(e) for k, e in t.items()}
+        return next(it)
+
+    return build(tree)
+
+
+def _jacobian_tree(out: Any, args: tuple[Any, ...], nums: tuple[int, ...], argnums: Any,
+                   derivs: Callable[[int, int], list[Any]], rows: bool) -> Any:  # fmt: skip
+    """JAX's Jacobian structure: `out`'s structure, each leaf replaced by its Jacobian with
+    respect to the differentiated argument (a tuple over them for a tuple `argnums`), of
+    shape leaf.shape + argument.shape. `derivs(l, k)`: leaf l's derivatives per element of
+    argument k (columns) or per element of leaf l (rows); a non-float leaf gets zeros."""
+    jac_leaves = []
+    for m, leaf in enumerate(_leaves(out)):
+        pl, jk = plain(leaf), []
+        for k, i in enumerate(nums):
+            pa = plain(args[i])
+            shape = np.shape(pl) + np.shape(pa)
+            if inexact(leaf):
+                jk.append(_assemble(derivs(m, k), np.shape(pl), np.shape(pa),
+                                    np.result_type(pl, pa), rows))  # fmt: skip
+            else:
+                jk.append(np.zeros(shape, np.result_type(pa)))
+        jac_leaves.append(jk[0] if _is_int(argnums) else tuple(jk))
+    return _rebuild(out, jac_leaves)
+
+
 def jacfwd(f: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Any:
     """The Jacobian of `f` by forward mode, one `jvp` per input element (JAX's `jacfwd`):
-    shape `output.shape + input.shape`; a tuple `argnums` gives a tuple of Jacobians."""
+    shape `output.shape + input.shape`; a tuple `argnums` gives a tuple of Jacobians, and
+    an output pytree (tuple, list, dict) a pytree of them."""
 
     def jacobian(*args: Any) -> Any:
         nums = _argnums(argnums, len(args), _name(f))
@@ -206,12 +252,12 @@ def jacfwd(f: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: boo
         ]  # fmt: skip
         first = next((p[0] for p in passes if p), None)  # (out, tangent, aux) of one pass
         out, _, aux = first or jvp_values(g, xs, (None,) * len(nums), has_aux)
-        jacs = []
-        for i, ps in zip(nums, passes, strict=True):
-            po, pa = plain(out), plain(args[i])
-            cols = [p[1] for p in ps]
-            jacs.append(_assemble(cols, np.shape(po), np.shape(pa), np.result_type(po, pa), False))
-        res = jacs[0] if _is_int(argnums) else tuple(jacs)
+        tangents = [[_leaves(p[1]) for p in ps] for ps in passes]
+
+        def columns(m: int, k: int) -> list[Any]:
+            return [t[m] for t in tangents[k]]
+
+        res = _jacobian_tree(out, args, nums, argnums, columns, rows=False)
         return (res, aux) if has_aux else res
 
     return jacobian
@@ -219,20 +265,26 @@ def jacfwd(f: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: boo
 
 def jacrev(f: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Any:
     """The Jacobian of `f` by reverse mode, one pullback per output element (JAX's
-    `jacrev`): shape `output.shape + input.shape`; a tuple `argnums` gives a tuple."""
+    `jacrev`): shape `output.shape + input.shape`; a tuple `argnums` gives a tuple, and an
+    output pytree (tuple, list, dict) a pytree of them."""
 
     def jacobian(*args: Any) -> Any:
         nums = _argnums(argnums, len(args), _name(f))
         g = _partial(f, args, nums)
         res = vjp(g, *(args[i] for i in nums), has_aux=has_aux)
         out, fn = res[0], res[1]
-        rows = [fn(e) for e in _basis(out)]
-        jacs = []
-        for k, i in enumerate(nums):
-            po, pa = plain(out), plain(args[i])
-            rk = [r[k] for r in rows]
-            jacs.append(_assemble(rk, np.shape(po), np.shape(pa), np.result_type(po, pa), True))
-        j = jacs[0] if _is_int(argnums) else tuple(jacs)
+        leaves = _leaves(out)
+        zeros = [zeros_like_value(o) if inexact(o) else None for o in leaves]
+
+        pulled: dict[int, list[Any]] = {}  # per output leaf: a pullback per element
+
+        def rows(m: int, k: int) -> list[Any]:
+            if m not in pulled:
+                cts = [_rebuild(out, [*zeros[:m], e, *zeros[m + 1 :]]) for e in _basis(leaves[m])]
+                pulled[m] = [fn(ct) for ct in cts]
+            return [r[k] for r in pulled[m]]
+
+        j = _jacobian_tree(out, args, nums, argnums, rows, rows=True)
         return (j, res[2]) if has_aux else j
 
     return jacobian

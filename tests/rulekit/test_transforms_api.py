@@ -479,3 +479,59 @@ def test_vjp_fn_reruns_in_the_arguments_layouts(layout: str) -> None:
     close(out, want, 1e-15)
     scale = 4.0 if np.isclose(want, 4 * np.sum(x**2)) else 1.0  # r saw the doubling, or not
     close(vjp_fn(1.0)[0], 2 * scale * x, 1e-14)
+
+
+def _fd_jacobian(f: Callable[..., Any], args: tuple[Any, ...], k: int) -> Any:
+    """∂f/∂args[k] by central differences: shape f.shape + args[k].shape."""
+    x = np.asarray(args[k], np.float64)
+    cols = []
+    for i in np.ndindex(x.shape):
+        e = np.zeros(x.shape)
+        e[i] = H
+        a, b = list(args), list(args)
+        a[k], b[k] = x + e, x - e
+        cols.append((np.asarray(f(*a)) - np.asarray(f(*b))) / (2 * H))
+    out = np.shape(f(*args))
+    return np.moveaxis(np.array(cols).reshape(x.shape + out), range(x.ndim), range(-x.ndim, 0))
+
+
+@pytest.mark.parametrize("how", ["jacfwd", "jacrev"])
+@pytest.mark.parametrize("argnums", [0, 1, (0, 1), (1,)])
+def test_jacobians_of_pytree_outputs(how: str, argnums: Any) -> None:
+    """JAX's structure: the output's pytree, each leaf replaced by its Jacobian (a tuple over
+    `argnums` when it is a tuple), of shape leaf.shape + argument.shape; an int leaf gets
+    zeros."""
+    x, m = _values(40, (3,)), _values(41, (2, 2))
+
+    def f(x: Any, m: Any) -> Any:
+        return (np.sin(x), {"a": m @ m, "b": np.sum(x) * m, "n": 3})
+
+    jac = getattr(rulekit, how)(f, argnums=argnums)(x, m)
+    nums = (argnums,) if isinstance(argnums, int) else argnums
+    leaves = {"s": lambda x, m: f(x, m)[0], "a": lambda x, m: f(x, m)[1]["a"],
+              "b": lambda x, m: f(x, m)[1]["b"]}  # fmt: skip
+    got = {"s": jac[0], "a": jac[1]["a"], "b": jac[1]["b"]}
+    for name, g in leaves.items():
+        per_arg = got[name] if isinstance(argnums, tuple) else (got[name],)
+        assert isinstance(per_arg, tuple) and len(per_arg) == len(nums)
+        for k, j in zip(nums, per_arg, strict=True):
+            close(j, _fd_jacobian(g, (x, m), k), 1e-7)
+    n = jac[1]["n"]
+    for k, z in zip(nums, n if isinstance(argnums, tuple) else (n,), strict=True):
+        assert np.shape(z) == np.shape((x, m)[k]) and not np.any(z)
+
+
+def test_hessian_with_a_tuple_of_argnums_is_a_tuple_of_tuples() -> None:
+    """H[i][j] = ∂²f/∂xᵢ∂xⱼ, of shape xᵢ.shape + xⱼ.shape (JAX's `hessian`)."""
+    x, m = _values(42, (3,)), _values(43, (2, 2))
+
+    def f(x: Any, m: Any) -> Any:
+        return np.sum(np.tanh(m @ np.ones(2))) * np.sum(x**2) + np.sum(m**3) * x[0]
+
+    for mode in ("forward-over-reverse", "reverse-over-reverse", "reverse-over-forward"):
+        h = rulekit.hessian(f, argnums=(0, 1), mode=mode)(x, m)
+        assert isinstance(h, tuple) and all(isinstance(r, tuple) and len(r) == 2 for r in h)
+        for i in range(2):
+            gi = rulekit.grad(f, argnums=i)
+            for j in range(2):
+                close(h[i][j], _fd_jacobian(gi, (x, m), j), 1e-6)
