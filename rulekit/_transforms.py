@@ -98,11 +98,15 @@ def _exact_copy(x: Any) -> Any:
     return y
 
 
-#: How far a rerun's output may be from the first (relative to the output's largest
-#: magnitude): the traced rerun reads copies of the arguments, in another memory layout
-#: than the caller's, and NumPy's SIMD and strided loops round differently in the last
-#: bit (seen: 5.6e-17 in exp). Random draws or changed state differ by far more.
+#: How far a rerun's output may be from the first, relative to the output's largest
+#: magnitude: 1e-9, or 1,000 units in the last place of a lower precision (float32:
+#: 1.2e-4). The traced rerun reads copies of the arguments, in another memory layout than
+#: the caller's, and NumPy's SIMD and strided loops round differently in the last bit
+#: (seen: 5.6e-17 in float64 exp, one float32 ulp in cumprod); a nested rule and the
+#: reverse engine's may round differently too. Random draws or changed state differ by
+#: far more.
 _RERUN_RTOL = 1e-9
+_RERUN_ULPS = 1000
 
 
 def _same_values(a: Any, b: Any) -> bool:
@@ -121,7 +125,8 @@ def _same_values(a: Any, b: Any) -> bool:
             scale = np.max(np.abs(pb), initial=0.0, where=np.isfinite(pb))
             same_nan = np.array_equal(np.isnan(pa), np.isnan(pb))
             off = np.where(np.isnan(pa) & np.isnan(pb), 0.0, off)
-            return bool(same_nan and np.max(off) <= _RERUN_RTOL * scale)
+            rtol = max(_RERUN_RTOL, _RERUN_ULPS * float(np.finfo(pa.dtype).eps))
+            return bool(same_nan and np.max(off) <= rtol * scale)
     except TypeError:
         return a is b or bool(a == b)
 

@@ -27,3 +27,4 @@ from rules.numpy.ufuncs import folds as folds  # reduce/accumulate of the other 
 # compiled programs (compile=True): chains of elementwise calls fused into one kernel each way
 from rules.numpy.ufuncs import fusion as fusion
 from rules.numpy.ufuncs import forward as forward  # frules and differentiable pullbacks
+from rules.numpy.ufuncs import forward_methods as forward_methods  # ... of outer/reduce/accumulate

@@ -29,7 +29,7 @@ from rules._support.outputs import new_output
 from rules.numpy.ufuncs import methods as _methods  # noqa: F401  (its rules are kept: first)
 from rules.numpy.ufuncs._common import DECLARATIONS
 
-__all__ = ["fold_rule"]
+__all__ = ["FOLDS", "fold_rule"]
 
 
 def _options(name: str, args: tuple[CoDual, ...], kwargs: dict[str, Any], reduce: bool) -> Any:
@@ -70,6 +70,8 @@ def fold_rule(uf: np.ufunc, decl: Elementwise, reduce: bool) -> Any:
 
         def fold_pullback(dy: Any) -> tuple[Any, ...]:
             g = np.asarray(output_cotangent(out, dy))
+            if X.ndim == 0:  # (numpy reduces a 0-d x to itself)
+                return (NO_R, accumulate(x, g), *rest)
             ax = axis % X.ndim
             Xm = np.moveaxis(X, ax, 0)
             n = Xm.shape[0]
@@ -138,6 +140,9 @@ def _numpy_folds(uf: np.ufunc, reduce: bool) -> bool:
     return True
 
 
+#: the methods registered here: (ufunc, its declaration, reduce (True) or accumulate (False))
+FOLDS: list[tuple[np.ufunc, Elementwise, bool]] = []
+
 for _uf, _decl in list(DECLARATIONS.items()):
     if not isinstance(_uf, np.ufunc) or _uf.nin != 2 or _uf.nout != 1 or _decl.nargs != 2:
         continue
@@ -148,3 +153,4 @@ for _uf, _decl in list(DECLARATIONS.items()):
         rulekit.rrule.register(_fn, Array[np.floating], Vararg[Any], examples=_examples(_uf))(
             fold_rule(_uf, _decl, _reduce)
         )
+        FOLDS.append((_uf, _decl, _reduce))

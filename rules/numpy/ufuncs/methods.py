@@ -147,7 +147,7 @@ def logaddexp_reduce_rrule(
     y = fn(x.x, *[a.x for a in args], **kwargs)
     out = new_output(y)
     none = no_rdata(len(args) + 2)
-    axes, kshape = plan(o.get("axis", 0), x.x.shape)
+    axes, kshape = plan(o.get("axis", 0), x.x.shape) if x.x.ndim else ((), ())  # (0-d: y = x)
     base2 = fn.__self__ is np.logaddexp2
 
     def logaddexp_reduce_pullback(dy: Any) -> tuple[Any, ...]:
@@ -213,6 +213,8 @@ def _running_tie_adjoint(x: np.ndarray, y: np.ndarray, g: np.ndarray) -> np.ndar
 def _run_last(new_run: np.ndarray) -> np.ndarray:
     """The index of the last element of each element's run (runs start where new_run)."""
     n = new_run.shape[-1]
+    if n == 0:  # (empty lanes)
+        return np.zeros(new_run.shape, np.intp)
     ends = np.zeros(new_run.shape, bool)
     ends[..., -1] = True
     ends[..., :-1] = new_run[..., 1:]
