@@ -33,11 +33,12 @@ from rulekit import Array, CoDual, Example, Vararg, example
 from rules._support.cotangents import NO_R as none_r
 from rules._support.cotangents import add_to_fdata, no_rdata, output_cotangent
 from rules._support.examples import randn
-from rules._support.forward import register_traced
+from rules._support.forward import register_like, register_traced
 from rules._support.outputs import new_output
 from rules.numpy._composite import composite
+from rules.numpy._traced_active import active_traced_rules
 
-__all__ = ["ptp_impl", "quantile_rrule"]
+__all__ = ["QuantileMethodError", "ptp_impl", "quantile_rrule"]
 
 #: fn → (its parameters after `a`, the scale of q (percent), skips NaNs)
 _FNS: dict[Any, tuple[tuple[str, ...], float | None, bool]] = {
@@ -232,3 +233,225 @@ rulekit.build_primitive_rrule.register(np.ptp, Array[np.floating], Vararg[Any],
     ptp_impl, "y = max − min ⇒ x̄ += ȳ split among the maxima − ȳ split among the minima"
 ))  # fmt: skip
 register_traced(np.ptp, ptp_impl)
+
+
+# -- forward rules and differentiable pullbacks: numpy's formula, traced ------------------------
+#
+# The order statistics come from a sort of each lane; numpy's own virtual index, neighbours
+# and interpolation weight γ (its `_QuantileMethods` table, its `_lerp`) give the value
+# exactly as numpy computes it. Each order statistic x₍ₗ₎ then has the tangent of the
+# elements tied with it, averaged (x₍ₗ₎ + Σ_{xⱼ = x₍ₗ₎} (xⱼ − x₍ₗ₎)/#: the value is unchanged,
+# the derivative is the reverse rule's tie split); a lane holding a NaN (non-nan forms) has
+# the NaNs' average tangent, an all-NaN lane (nan forms) none. The index and γ depend on q
+# only: a traced q is differentiated through γ for method "linear", is a constant of the
+# piecewise-constant methods (their derivative in q is 0 where it exists), and is refused for
+# the other continuous ones (QuantileMethodError), as by the reverse rule. A constant q is a
+# plain value of the re-implementation (`active_traced_rules` closes over it).
+
+#: methods whose virtual index numpy computes as n·q + (α + q·(1 − α − β)) − 1
+_ALPHA_BETA: dict[str, tuple[float, float]] = {
+    "interpolated_inverted_cdf": (0, 1),
+    "hazen": (0.5, 0.5),
+    "weibull": (0, 0),
+    "median_unbiased": (1 / 3.0, 1 / 3.0),
+    "normal_unbiased": (3 / 8.0, 3 / 8.0),
+}
+_CONTINUOUS = ("linear", *_ALPHA_BETA)
+#: methods whose virtual index is an integer: the order statistic itself (numpy's `take`)
+_TAKE = ("inverted_cdf", "closest_observation", "lower", "higher", "nearest")
+_METHODS = (*_CONTINUOUS, "inverted_cdf", "averaged_inverted_cdf", "closest_observation",
+            "lower", "higher", "midpoint", "nearest")  # fmt: skip
+
+
+class QuantileMethodError(rulekit.TracingError, NotImplementedError):
+    """A traced q with a continuous method other than "linear" (hazen, weibull, ...): refused
+    by the forward rules and differentiable pullbacks as by the reverse rule, whose
+    NotImplementedError it also is."""
+
+
+def _discrete_to_boundaries(index: Any, odd_rule: bool) -> Any:
+    """numpy's `_discrete_interpolation_to_boundaries` (inverted_cdf, closest_observation)."""
+    prev = np.floor(index)
+    gamma = index - prev
+    take_prev = (gamma == 0) & (np.floor(index) % 2 == 1) if odd_rule else gamma == 0
+    return np.maximum(np.astype(np.where(take_prev, prev, prev + 1), np.intp), 0)
+
+
+def _virtual_index(method: str, n: Any, q: Any) -> Any:
+    """numpy's virtual index of quantile q in lanes of n values (n in q's dtype)."""
+    if method == "linear":
+        return (n - 1) * q
+    if method in _ALPHA_BETA:
+        alpha, beta = _ALPHA_BETA[method]
+        return n * q + (alpha + q * (1 - alpha - beta)) - 1
+    if method == "inverted_cdf":
+        return _discrete_to_boundaries(n * q - 1, False)
+    if method == "closest_observation":
+        return _discrete_to_boundaries(n * q - 1 - 0.5, True)
+    if method == "averaged_inverted_cdf":
+        return n * q - 1
+    if method == "lower":
+        return np.astype(np.floor((n - 1) * q), np.intp)
+    if method == "higher":
+        return np.astype(np.ceil((n - 1) * q), np.intp)
+    if method == "nearest":
+        return np.astype(np.around((n - 1) * q), np.intp)
+    # midpoint
+    return 0.5 * (np.floor((n - 1) * q) + np.ceil((n - 1) * q))
+
+
+def _fix_gamma(method: str, gamma: Any, index: Any) -> Any:
+    if method == "averaged_inverted_cdf":
+        return np.astype(np.where(gamma == 0, 0.5, 1.0), index.dtype)
+    if method == "midpoint":
+        return np.astype(np.where(index % 1 == 0, 0.0, 0.5), index.dtype)
+    return gamma
+
+
+def _lerp(a: Any, b: Any, t: Any, weak: Any) -> Any:
+    """numpy's `_lerp`: a + (b − a)·t, or b − (b − a)·(1 − t) where t ≥ 0.5. `weak`: numpy's
+    t is a Python float (a Python float q), which a narrower `a` rounds to its own dtype
+    after 1 − t: t and 1 − t in that dtype."""
+    diff = b - a
+    upper, t1 = t >= 0.5, 1 - t
+    if weak is not None and weak != t.dtype:
+        t, t1 = np.astype(t, weak), np.astype(t1, weak)
+    return np.where(upper, b - diff * t1, a + diff * t)
+
+
+def _order_stat(s: Any, lanes: Any, idx: Any) -> Any:
+    """s[..., idx] per lane (idx: (…q, …lanes)), with the tangent of the elements tied with it
+    averaged (value unchanged: each tied xⱼ − x₍ₗ₎ is exactly 0)."""
+    extra = tuple(range(np.ndim(idx) + 1 - np.ndim(s)))  # (the q axes)
+    if extra:
+        s, lanes = np.expand_dims(s, extra), np.expand_dims(lanes, extra)
+    v = np.take_along_axis(s, idx[..., None], axis=-1)  # (…q, …lanes, 1)
+    hits = (lanes == v) & np.isfinite(v)  # (comparisons: plain arrays; ±inf: no tie split)
+    count = np.sum(hits, axis=-1)
+    if not np.any(count > 1):
+        return v[..., 0]
+    tied = np.sum(np.where(hits, lanes - v, 0), axis=-1) / np.maximum(count, 1).astype(v.dtype)
+    return v[..., 0] + tied
+
+
+def _quantile_forward(
+    fn: Any, a: Any, q: Any, axis: Any, method: str, keepdims: Any, scale: float | None,
+    skip_nan: bool,
+) -> Any:  # fmt: skip
+    """fn(a, q, axis=axis, method=method, keepdims=keepdims) by numpy's formula (see above).
+
+    Every intermediate is an array of at least one dimension (a single lane is a batch of
+    one, a scalar q a vector of one): rulekit's rules take NumPy scalars in fewer places."""
+    if method not in _METHODS:
+        raise ValueError(f"{method!r} is not a valid method. Use one of: {_METHODS}")
+    shape = np.shape(a)
+    axes = (tuple(range(len(shape))) if axis is None else
+            np.lib.array_utils.normalize_axis_tuple(axis, len(shape)))  # fmt: skip
+    rest = [d for d in range(len(shape)) if d not in axes]
+    moved = np.transpose(a, rest + list(axes)) if rest else a
+    kept = tuple(shape[d] for d in rest)
+    lanes = np.reshape(moved, (*(kept or (1,)), -1))  # (…lanes, n)
+    n = lanes.shape[-1]
+    nan = np.isnan(lanes)  # (plain booleans, as every comparison below)
+    counts = (n - np.sum(nan, axis=-1)) if skip_nan else np.full(lanes.shape[:-1], n)
+    s = np.sort(lanes, axis=-1)
+    qshape: tuple[int, ...] = ()
+    if scale is None:  # median: the mean of the two middle order statistics
+        lo = np.maximum((counts - 1) // 2, 0).astype(np.intp)
+        hi = np.maximum(counts // 2, 0).astype(np.intp)
+        a_lo, a_hi = _order_stat(s, lanes, lo), _order_stat(s, lanes, hi)
+        if a_lo.dtype == np.float16:  # (np.mean of float16 adds in float32)
+            y = np.astype((np.astype(a_lo, np.float32) + np.astype(a_hi, np.float32)) / 2,
+                          np.float16)  # fmt: skip
+        else:
+            y = (a_lo + a_hi) / 2
+    else:
+        weak = _weak(q)
+        Q = np.stack(q) if isinstance(q, (list, tuple)) else q
+        Q = np.asarray(Q) if isinstance(Q, (int, float, np.generic)) else Q
+        if method in _ALPHA_BETA and not isinstance(Q, (np.ndarray, np.generic)):
+            raise QuantileMethodError(
+                f"np.{fn.__name__}: the derivative w.r.t. a traced q is implemented for the "
+                f"methods {', '.join(_Q_METHODS)}, not {method!r}, in every mode (as the reverse "
+                "rule); pass q as a constant (rulekit.stop_gradient(q))"
+            )
+        if scale != 1.0:
+            Q = np.true_divide(Q, scale)
+        if not (np.all(Q >= 0) and np.all(Q <= 1)):
+            what = "Quantiles must be in the range [0, 1]" if scale == 1.0 else (
+                "Percentiles must be in the range [0, 100]")  # fmt: skip
+            raise ValueError(what)
+        if np.ndim(Q) > 2:
+            raise ValueError("q must be a scalar or 1d")
+        qshape = np.shape(Q)
+        qdt = np.result_type(Q)
+        Q = np.reshape(Q, (-1,)) if qshape else Q * np.ones(1, qdt)  # (exact: q·1)
+        Qb = np.reshape(Q, (-1,) + (1,) * (lanes.ndim - 1))
+        index = _virtual_index(method, counts.astype(qdt), Qb)  # (q, …lanes; integers plain)
+        idt = np.result_type(index)
+        last = np.broadcast_to(counts - 1, np.shape(index))
+        if method in _TAKE or (method == "linear" and idt.kind in "iu"):
+            y = _order_stat(s, lanes, np.broadcast_to(index, np.shape(last)))
+        else:
+            prev = np.astype(np.floor(index), np.intp)  # (plain: integers carry no derivative)
+            top = (index >= last) | np.isnan(index)
+            prev = np.where(top, last, np.where(index < 0, 0, prev))
+            nxt = np.where(top | (index < 0), prev, prev + 1)
+            gamma = _fix_gamma(method, np.astype(index - prev.astype(idt), idt), index)
+            y = _lerp(_order_stat(s, lanes, prev), _order_stat(s, lanes, nxt), gamma,
+                      np.result_type(lanes.dtype, 1.0) if weak else None)  # fmt: skip
+    out_shape = qshape + kept
+    if skip_nan:
+        empty = counts == 0
+        if np.any(empty):
+            y = np.where(empty, np.nan, y)
+    elif np.any(nan):  # a NaN result, whose tangent is the lane's NaNs' (as np.max)
+        cn = np.astype(np.maximum(np.sum(nan, axis=-1), 1), lanes.dtype)
+        y = np.where(np.any(nan, axis=-1), np.sum(np.where(nan, lanes, 0), axis=-1) / cn, y)
+        if not out_shape:  # (numpy returns the lane's last element itself then)
+            y = np.astype(y, lanes.dtype)
+    if keepdims is True:
+        out_shape = qshape + tuple(1 if d in axes else shape[d] for d in range(len(shape)))
+    if not out_shape:
+        return np.reshape(y, (-1,))[0]  # (a NumPy scalar, as numpy returns)
+    return np.reshape(y, out_shape)
+
+
+def _weak(q: Any) -> bool:
+    """Whether q promotes weakly, as numpy's `type(q) in (int, float)` (a traced Python float
+    too): float16 stays float16 with it, and q is not a float16 itself."""
+    if isinstance(q, (list, tuple)):
+        return False
+    return bool(np.result_type(np.float16, q) == np.float16 and np.result_type(q) != np.float16)
+
+
+def _quantile_impl(fn: Any) -> Any:
+    """A traceable re-implementation of quantile-type `fn`, with numpy's signature."""
+    names, scale, skip_nan = _FNS[fn]
+
+    def impl(a: Any, *args: Any, **kwargs: Any) -> Any:
+        o: dict[str, Any] = dict(zip(names, args, strict=False))
+        o.update(kwargs)
+        if o.get("weights") is not None:
+            raise NotImplementedError(f"np.{fn.__name__}: weights= has no rule")
+        if o.get("out") is not None:
+            raise NotImplementedError(
+                f"np.{fn.__name__}: pass out= by keyword (the engine handles it)")  # fmt: skip
+        if np.size(a) == 0:  # (numpy's warnings and NaNs; nothing to differentiate)
+            plain = {k: v for k, v in o.items() if k not in ("out", "overwrite_input")}
+            return fn(rulekit.stop_gradient(a), **rulekit.stop_gradient(plain))
+        return _quantile_forward(fn, a, o.get("q"), o.get("axis"), o.get("method", "linear"),
+                                 o.get("keepdims", False), scale, skip_nan)  # fmt: skip
+
+    impl.__name__ = impl.__qualname__ = f"{fn.__name__}_impl"
+    impl.__doc__ = f"np.{fn.__name__} by numpy's formula on a sort (traceable)."
+    return impl
+
+
+for _fn in _FNS:  # (a constant q stays a plain value of the re-implementation: see _ALPHA_BETA)
+    _frule, _vjp = active_traced_rules(_quantile_impl(_fn))
+    register_like(_fn, frule=_frule, vjp=_vjp)
+
+# np.gradient's and np.real_if_close's forward rules and differentiable pullbacks: registered
+# here, as rules.numpy imports this module after their reverse rules (numeric, shape)
+from rules.numpy import forward_numeric as forward_numeric  # noqa: E402

@@ -17,7 +17,13 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
+import rulekit
+
 _PARTS = ("special", "linalg", "stats", "signal", "integrate")
+
+# solve_banded's forward rule and differentiable pullback (they import rules.scipy.linalg,
+# whose reverse rule they share): loaded, as that package, once scipy.linalg is imported
+rulekit.registry.defer("scipy.linalg", "rules.scipy.banded_forward")
 
 
 def __getattr__(name: str) -> ModuleType:

@@ -26,6 +26,7 @@ from rulekit import Array, CoDual, Vararg
 from rules._support.arguments import is_active
 from rules._support.binding import binder
 from rules._support.cotangents import NO_R, accumulate, output_cotangent
+from rules._support.forward import register_like
 from rules._support.outputs import new_output
 from rules.scipy._routing import route_module
 
@@ -109,6 +110,72 @@ def convolve_rrule(
 
     return out, pullback
 
+
+# -- forward rule and differentiable pullback -------------------------------------------------
+#
+# Both call `convolve` (the primitive) on the arguments and tangents / cotangents, so that
+# an enclosing transformation differentiates them again through these same rules:
+#     ẏ = convolve(in1̇, in2, mode) + convolve(in1, in2̇, mode)                 (bilinear)
+#     in1̄ = convolve(F̄, flip(conj in2), 'valid'),  in2̄ = convolve(F̄, flip(conj in1), 'valid')
+# with F̄ = ȳ padded with zeros to the full convolution's shape at the mode's window.
+
+
+def _mode_method(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[str, str]:
+    o = _bind(args, kwargs)
+    mode, method = (v.x if isinstance(v, rulekit.Dual) else v for v in (o["mode"], o["method"]))
+    return mode, method
+
+
+def convolve_frule(f: Any, in1: Any, in2: Any, *rest: Any, **kwargs: Any) -> rulekit.Dual:
+    """ẏ = convolve(in1̇, in2) + convolve(in1, in2̇) (mode and method as the call's)."""
+    mode, method = _mode_method((in1, in2, *rest), kwargs)
+    y = convolve(in1.x, in2.x, mode, method)
+    dy = None
+    if in1.dx is not None:
+        dy = convolve(in1.dx, in2.x, mode, method)
+    if in2.dx is not None:
+        t = convolve(in1.x, in2.dx, mode, method)
+        dy = t if dy is None else dy + t
+    return rulekit.Dual(y, dy)
+
+
+def _like(c: Any, x: Any) -> Any:
+    """Cotangent `c` in argument `x`'s dtype (its real part for a real x)."""
+    dtype = np.result_type(x)
+    if np.result_type(c).kind == "c" and dtype.kind != "c":
+        c = np.real(c)
+    return c if np.result_type(c) == dtype or dtype.kind not in "fc" else np.astype(c, dtype)
+
+
+def convolve_vjp(active: Any, in1: Any, in2: Any, *rest: Any, **kwargs: Any) -> tuple[Any, Any]:
+    """in1̄ = convolve(F̄, flip(conj in2), 'valid'), in2̄ = convolve(F̄, flip(conj in1), 'valid'),
+    F̄ = ȳ zero-padded to the full convolution at the mode's window (0-d: a product)."""
+    mode, method = _mode_method((in1, in2, *rest), kwargs)
+    y = convolve(in1, in2, mode, method)
+    n1, n2 = np.shape(in1), np.shape(in2)
+
+    def conj(v: Any) -> Any:
+        return np.conj(v) if np.result_type(v).kind == "c" else v
+
+    def pullback(g: Any) -> tuple[Any, ...]:
+        if not n1:  # 0-d inputs: a plain product
+            full, r1, r2 = g, conj(in2), conj(in1)
+        else:
+            win = _window(n1, n2, mode)
+            pad = [(w.start, a + b - 1 - w.stop) for w, a, b in zip(win, n1, n2, strict=True)]
+            full = g if mode == "full" else np.pad(g, pad)
+            r1, r2 = np.flip(conj(in2)), np.flip(conj(in1))
+        c1 = c2 = None
+        if active[0]:
+            c1 = _like(full * r1 if not n1 else convolve(full, r1, "valid", method), in1)
+        if active[1]:
+            c2 = _like(full * r2 if not n1 else convolve(full, r2, "valid", method), in2)
+        return (c1, c2, *(None for _ in rest))
+
+    return y, pullback
+
+
+register_like(convolve, frule=convolve_frule, vjp=convolve_vjp)
 
 # Plain calls (`scipy.signal.convolve(traced)`) reach the rule: see rules/scipy/_routing.py.
 route_module(scipy.signal, [(n, globals()[n]) for n in ["convolve"]])
