@@ -25,7 +25,7 @@ from numpy.lib.mixins import NDArrayOperatorsMixin
 
 from rulekit._engine._array_methods import ArrayMethods
 from rulekit._engine._primal_only import PRIMAL_ONLY
-from rulekit._engine._refusals import leak
+from rulekit._engine._refusals import finished_level, inner_into_outer, leak
 from rulekit._engine._state import trace_state
 from rulekit._errors import MissingRuleError, TracingError
 from rulekit._functions import function_name
@@ -229,15 +229,6 @@ class Level:
         ) from None
 
 
-def _finished(lv: Level) -> TracingError:
-    return TracingError(
-        f"a value traced by a {lv.kind} that has returned was used. Fix: use only values "
-        "computed in the current call; keep results as the plain values the transformation "
-        "returns (the value was stored in a global, a closure or an attribute, or passed to "
-        "another thread)."
-    )
-
-
 def _deepest(items: Any, best: Level | None) -> Level | None:
     """The deeper of `best` and the deepest level among the level values in the elements
     of container `items` (a tuple, list or dict's values; nested containers searched)."""
@@ -245,7 +236,7 @@ def _deepest(items: Any, best: Level | None) -> Level | None:
         if isinstance(e, LevelValue):
             lv = e.level
             if not lv.running:
-                raise _finished(lv)
+                raise finished_level(lv.kind)
             if best is None or lv.depth > best.depth:
                 best = lv
         elif isinstance(e, (tuple, list, dict)):
@@ -272,16 +263,6 @@ def defers(args: Any, kwargs: Any) -> bool:
     if not isinstance(args, (tuple, list)):  # (one value: `traced[i] = value`)
         args = (args,)
     return _call_level(args, kwargs) is not None
-
-
-def inner_into_outer() -> TracingError:
-    """The error for `outer[i] = inner_value`."""
-    return TracingError(
-        "a value differentiated by an inner transformation was written into an array of an "
-        "outer one (`outer[i] = inner_value`). Fix: build the result functionally "
-        "(np.stack / np.concatenate / np.where) inside the inner function and return it, or "
-        "make the array inside the inner function."
-    )
 
 
 def dispatch(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

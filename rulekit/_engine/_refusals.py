@@ -15,7 +15,7 @@ import numpy as np
 from rulekit._engine._state import trace_state
 from rulekit._errors import TracingError, untraced_write_error
 
-__all__ = ["leak", "refuse", "subclass_caller"]
+__all__ = ["finished_level", "inner_into_outer", "leak", "refuse", "subclass_caller"]
 
 
 def refuse(err: TracingError) -> TracingError:
@@ -76,3 +76,23 @@ def subclass_caller(frame: Any, depth: int = 6) -> np.ndarray | None:
             return owner
         frame, depth = frame.f_back, depth - 1
     return None
+
+
+def finished_level(kind: str) -> TracingError:
+    """The error for a value of a transformation (`kind`) that has returned."""
+    return TracingError(
+        f"a value traced by a {kind} that has returned was used. Fix: use only values "
+        "computed in the current call; keep results as the plain values the transformation "
+        "returns (the value was stored in a global, a closure or an attribute, or passed to "
+        "another thread)."
+    )
+
+
+def inner_into_outer() -> TracingError:
+    """The error for `outer[i] = inner_value`."""
+    return TracingError(
+        "a value differentiated by an inner transformation was written into an array of an "
+        "outer one (`outer[i] = inner_value`). Fix: build the result functionally "
+        "(np.stack / np.concatenate / np.where) inside the inner function and return it, or "
+        "make the array inside the inner function."
+    )

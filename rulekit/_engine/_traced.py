@@ -26,9 +26,9 @@ from numpy.lib.mixins import NDArrayOperatorsMixin
 from rulekit._codual import CoDual
 from rulekit._engine import _operators
 from rulekit._engine._array_methods import ArrayMethods
-from rulekit._engine._levels import LevelValue, _levels, defers, inner_into_outer
+from rulekit._engine._levels import LevelValue, _levels, defers
 from rulekit._engine._primal_only import PRIMAL_ONLY
-from rulekit._engine._refusals import leak, refuse, subclass_caller
+from rulekit._engine._refusals import inner_into_outer, leak, refuse, subclass_caller
 from rulekit._engine._tape import Tape
 from rulekit._engine._wrappers import suggest_wrapper
 from rulekit._errors import TracingError, subclass_error
