@@ -5,7 +5,7 @@ forward tests (tests/rules/**/test_forward*.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -178,3 +178,15 @@ def check_twice(
     for s in (s_vjp, s_jvp):
         g = rulekit.grad(s)(x)
         np.testing.assert_allclose(g, _fd_grad(s, x), rtol=rtol, atol=atol)
+
+
+def fd_hessian(f: Callable[[Any], Any], x: np.ndarray, h: float = 1e-5) -> np.ndarray:
+    """Central differences of the reverse engine's gradient (x widened to float64)."""
+    grad = rulekit.grad(f)
+    xw = np.asarray(x, np.float64)
+    H = np.zeros(x.shape + x.shape)
+    for k in np.ndindex(*x.shape):
+        e = np.zeros(x.shape)
+        e[k] = h
+        H[(..., *k)] = (np.asarray(grad(xw + e)) - np.asarray(grad(xw - e))) / (2 * h)
+    return H

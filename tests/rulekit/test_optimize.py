@@ -18,10 +18,9 @@ from typing import Any
 
 import numpy as np
 import pytest
+import scipy.optimize as optimize
 
 from rulekit import ScipyObjective, scipy_objective
-
-optimize = pytest.importorskip("scipy.optimize")
 
 LAM = 0.1
 

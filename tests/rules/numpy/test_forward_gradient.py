@@ -9,11 +9,11 @@ coordinate array."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pytest
+from forward_rules import fd_hessian
 
 import rulekit
 import rules  # noqa: F401  (registers the rules)
@@ -43,18 +43,6 @@ def _x(dtype: Any, layout: str, seed: int = 0) -> Any:
     if np.dtype(dtype).kind == "c":
         x = x + 1j * rng.normal(size=(4, 3))
     return relayout(np.asarray(x, dtype=dtype), layout)
-
-
-def _fd_hessian(f: Callable[[Any], Any], x: np.ndarray, h: float = 1e-5) -> np.ndarray:
-    """Central differences of the reverse engine's gradient (x widened to float64)."""
-    grad = rulekit.grad(f)
-    xw = np.asarray(x, np.float64)
-    H = np.zeros(x.shape + x.shape)
-    for k in np.ndindex(*x.shape):
-        e = np.zeros(x.shape)
-        e[k] = h
-        H[(..., *k)] = (np.asarray(grad(xw + e)) - np.asarray(grad(xw - e))) / (2 * h)
-    return H
 
 
 def _sum_cubes(y: Any) -> Any:
@@ -96,7 +84,7 @@ def test_gradient_hessian(case: Any, dtype: Any, layout: str, mode: str) -> None
     def f(a: Any) -> Any:
         return _sum_cubes(np.gradient(a, *h, **kw))
 
-    ref = _fd_hessian(f, x)
+    ref = fd_hessian(f, x)
     H = rulekit.hessian(f, mode=mode)(x)
     tol = 1e-3 if dtype == np.float32 else 1e-6
     np.testing.assert_allclose(H, ref, rtol=tol, atol=tol * (1 + np.max(np.abs(ref))))
@@ -124,7 +112,7 @@ def test_gradient_spacing_traced(edge_order: int) -> None:
         return _sum_cubes(np.gradient(x * p[0], p[1], p[2], edge_order=edge_order))
 
     p = np.array([1.2, 0.6, 1.7])
-    ref = _fd_hessian(f, p, h=1e-6)
+    ref = fd_hessian(f, p, h=1e-6)
     for mode in MODES:
         H = rulekit.hessian(f, mode=mode)(p)
         np.testing.assert_allclose(H, ref, rtol=1e-5, atol=1e-5 * (1 + np.max(np.abs(ref))))
@@ -200,7 +188,7 @@ def test_real_if_close_hessian(imag: float, dtype: Any, layout: str, mode: str) 
         y = np.real_if_close(a + c)
         return np.sum(np.real(y) ** 3 + np.imag(y * y))
 
-    ref = _fd_hessian(f, x)
+    ref = fd_hessian(f, x)
     H = rulekit.hessian(f, mode=mode)(x)
     tol = 1e-3 if dtype == np.float32 else 1e-6
     np.testing.assert_allclose(H, ref, rtol=tol, atol=tol * (1 + np.max(np.abs(ref))))

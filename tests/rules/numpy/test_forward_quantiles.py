@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from forward_rules import vjp_of
+from forward_rules import fd_hessian, vjp_of
 
 import rulekit
 import rules  # noqa: F401  (registers the rules)
@@ -89,18 +89,6 @@ def _fd(f: Callable[[Any], Any], x: Any, v: Any, h: float = 1e-6) -> Any:
     return (np.asarray(f(xw + h * vw)) - np.asarray(f(xw - h * vw))) / (2 * h)
 
 
-def _fd_hessian(f: Callable[[Any], Any], x: np.ndarray, h: float = 1e-5) -> np.ndarray:
-    """Central differences of the reverse engine's gradient (x widened to float64)."""
-    grad = rulekit.grad(f)
-    xw = np.asarray(x, np.float64)
-    H = np.zeros(x.shape + x.shape)
-    for k in np.ndindex(*x.shape):
-        e = np.zeros(x.shape)
-        e[k] = h
-        H[(..., *k)] = (np.asarray(grad(xw + e)) - np.asarray(grad(xw - e))) / (2 * h)
-    return H
-
-
 def _tol(dtype: Any) -> float:
     return 1e-4 if dtype == np.float32 else 1e-7
 
@@ -137,7 +125,7 @@ def test_hessian(case: str, dtype: Any, layout: str, mode: str) -> None:
         y = w * fn(a, *extra, **kw) ** 3
         return np.sum(y) if np.ndim(y) else y
 
-    ref = _fd_hessian(f, x)
+    ref = fd_hessian(f, x)
     H = rulekit.hessian(f, mode=mode)(x)
     assert np.shape(H) == x.shape + x.shape
     tol = 1e-3 if dtype == np.float32 else 1e-6
@@ -173,7 +161,7 @@ def test_q_jvp_and_hessian(fn: Any, method: str) -> None:
         return np.sum(fn(clean * p[0] + nan, p[1:], axis=1, method=method) ** 3)
 
     p = np.concatenate([[1.1], q])
-    ref = _fd_hessian(f, p, h=1e-6)
+    ref = fd_hessian(f, p, h=1e-6)
     for mode in MODES:
         H = rulekit.hessian(f, mode=mode)(p)
         np.testing.assert_allclose(H, ref, rtol=1e-5, atol=1e-5 * (1 + np.max(np.abs(ref))))
@@ -194,7 +182,7 @@ def test_q_refused_for_other_continuous_methods(method: str) -> None:
     with pytest.raises(rulekit.TracingError, match="constant"):
         rulekit.jvp(lambda s: np.quantile(x, s, method=method), (0.3,), (1.0,))
     H = rulekit.hessian(lambda a: np.quantile(a, 0.3, method=method) ** 3)(x)
-    np.testing.assert_allclose(H, _fd_hessian(lambda a: np.quantile(a, 0.3, method=method) ** 3,
+    np.testing.assert_allclose(H, fd_hessian(lambda a: np.quantile(a, 0.3, method=method) ** 3,
                                               x), rtol=1e-6, atol=1e-6)  # fmt: skip
 
 
