@@ -238,10 +238,12 @@ register_traced(np.ptp, ptp_impl)
 # -- forward rules and differentiable pullbacks: numpy's formula, traced ------------------------
 #
 # The order statistics come from a sort of each lane; numpy's own virtual index, neighbours
-# and interpolation weight γ (its `_QuantileMethods` table, its `_lerp`) give the value
-# exactly as numpy computes it. Each order statistic x₍ₗ₎ then has the tangent of the
-# elements tied with it, averaged (x₍ₗ₎ + Σ_{xⱼ = x₍ₗ₎} (xⱼ − x₍ₗ₎)/#: the value is unchanged,
-# the derivative is the reverse rule's tie split); a lane holding a NaN (non-nan forms) has
+# and interpolation weight γ (its `_QuantileMethods` table, its `_lerp`) give the value as
+# numpy 2.4 computes it; the value returned is the installed numpy's own, with the formula's
+# derivative (`_with_value`: rounding of q and γ differs between releases). Each order
+# statistic x₍ₗ₎ then has the tangent of the elements tied with it, averaged
+# (x₍ₗ₎ + Σ_{xⱼ = x₍ₗ₎} (xⱼ − x₍ₗ₎)/#: the value is unchanged, the derivative is the reverse
+# rule's tie split); a lane holding a NaN (non-nan forms) has
 # the NaNs' average tangent, an all-NaN lane (nan forms) none. The index and γ depend on q
 # only: a traced q is differentiated through γ for method "linear", is a constant of the
 # piecewise-constant methods (their derivative in q is 0 where it exists), and is refused for
@@ -425,6 +427,19 @@ def _weak(q: Any) -> bool:
     return bool(np.result_type(np.float16, q) == np.float16 and np.result_type(q) != np.float16)
 
 
+def _with_value(y: Any, want: Any) -> Any:
+    """numpy's own value `want`, with the derivative of the re-implementation's y.
+
+    The formula above follows numpy's, but numpy's rounding of q and γ has changed between
+    releases (2.2 casts a Python float q to a's dtype, 2.4 promotes it weakly): the value is
+    taken from numpy itself, so it is the installed numpy's bit for bit. Where y = want, y;
+    elsewhere (y − stop_gradient(y)) + want, whose value is want exactly (y − y = 0) and whose
+    derivative is y's. ±inf and NaN results are equal or NaN on both sides: no inf − inf."""
+    y = np.astype(y, np.result_type(want)) if np.result_type(y) != np.result_type(want) else y
+    out = np.where(y == want, y, (y - rulekit.stop_gradient(y)) + want)
+    return np.reshape(out, (-1,))[0] if np.ndim(want) == 0 else out
+
+
 def _quantile_impl(fn: Any) -> Any:
     """A traceable re-implementation of quantile-type `fn`, with numpy's signature."""
     names, scale, skip_nan = _FNS[fn]
@@ -437,11 +452,13 @@ def _quantile_impl(fn: Any) -> Any:
         if o.get("out") is not None:
             raise NotImplementedError(
                 f"np.{fn.__name__}: pass out= by keyword (the engine handles it)")  # fmt: skip
-        if np.size(a) == 0:  # (numpy's warnings and NaNs; nothing to differentiate)
-            plain = {k: v for k, v in o.items() if k not in ("out", "overwrite_input")}
-            return fn(rulekit.stop_gradient(a), **rulekit.stop_gradient(plain))
-        return _quantile_forward(fn, a, o.get("q"), o.get("axis"), o.get("method", "linear"),
-                                 o.get("keepdims", False), scale, skip_nan)  # fmt: skip
+        plain = {k: v for k, v in o.items() if k not in ("out", "overwrite_input")}
+        want = fn(rulekit.stop_gradient(a), **rulekit.stop_gradient(plain))  # (its warnings too)
+        if np.size(a) == 0:  # (NaNs: nothing to differentiate)
+            return want
+        y = _quantile_forward(fn, a, o.get("q"), o.get("axis"), o.get("method", "linear"),
+                              o.get("keepdims", False), scale, skip_nan)  # fmt: skip
+        return _with_value(y, want)
 
     impl.__name__ = impl.__qualname__ = f"{fn.__name__}_impl"
     impl.__doc__ = f"np.{fn.__name__} by numpy's formula on a sort (traceable)."
