@@ -15,7 +15,9 @@ import numpy as np
 from rulekit._engine._state import trace_state
 from rulekit._errors import TracingError, untraced_write_error
 
-__all__ = ["finished_level", "inner_into_outer", "leak", "refuse", "subclass_caller"]
+__all__ = [
+    "finished_level", "index_refusal", "inner_into_outer", "leak", "refuse", "subclass_caller",
+]  # fmt: skip
 
 
 def refuse(err: TracingError) -> TracingError:
@@ -58,6 +60,23 @@ def _leak_error(what: str, frame: Any) -> TracingError:
 
 
 _STORE_SUBSCR = dis.opmap["STORE_SUBSCR"]
+_BINARY_OP = dis.opmap.get("BINARY_OP")
+#: BINARY_OP's arguments for `**` and `**=`
+_POWER_OPS = frozenset(
+    i for i, (_, sym) in enumerate(getattr(dis, "_nb_ops", ())) if sym in ("**", "**=")
+)
+
+
+def index_refusal(frame: Any) -> Exception:
+    """The error of `__index__` on a traced value, called from `frame`.
+
+    numpy < 2.3's `ndarray ** e` first asks the exponent for `__index__` (its fast path for
+    integer powers), swallows the error and calls np.power, whose rule then runs: for that
+    probe a plain TypeError, not noted as a refusal. Anywhere else the noted leak error."""
+    code, i = frame.f_code.co_code, frame.f_lasti
+    if 0 <= i < len(code) - 1 and code[i] == _BINARY_OP and code[i + 1] in _POWER_OPS:
+        return TypeError("a traced exponent has no integer value (numpy's probe of `**`)")
+    return leak("a traced value was used as an index: __index__ was applied to")
 
 
 def _storing_into_subscript(frame: Any) -> bool:

@@ -28,7 +28,13 @@ from rulekit._engine import _operators
 from rulekit._engine._array_methods import ArrayMethods
 from rulekit._engine._levels import LevelValue, _levels, defers
 from rulekit._engine._primal_only import PRIMAL_ONLY
-from rulekit._engine._refusals import inner_into_outer, leak, refuse, subclass_caller
+from rulekit._engine._refusals import (
+    index_refusal,
+    inner_into_outer,
+    leak,
+    refuse,
+    subclass_caller,
+)
 from rulekit._engine._tape import Tape
 from rulekit._engine._wrappers import suggest_wrapper
 from rulekit._errors import TracingError, subclass_error
@@ -166,7 +172,7 @@ class Traced(ArrayMethods, NDArrayOperatorsMixin):
         raise leak("complex() was applied to", sys._getframe(1))
 
     def __index__(self) -> int:
-        raise leak("a traced value was used as an index: __index__ was applied to")
+        raise index_refusal(sys._getframe(1))
 
     def item(self, *args: Any) -> Any:
         raise leak(".item() was applied to")
