@@ -7,6 +7,9 @@ The bundled rules (the `rules` package) load by themselves, through the
 `rulekit.rules` entry point, before the first rule lookup.
 """
 
+import importlib
+import typing
+
 # -- tangents and CoDual: a primal value, its fdata and rdata; cotangent helpers -------
 from rulekit._codual import CoDual as CoDual
 from rulekit._codual import zero_codual as zero_codual
@@ -85,19 +88,9 @@ from rulekit._engine._traced import Traced as Traced
 from rulekit._engine._traced import is_traced as is_traced
 from rulekit._lifting import Lifted as Lifted
 from rulekit._lifting import lift_closure as lift_closure
-from rulekit._optimize import ScipyObjective as ScipyObjective
-from rulekit._optimize import scipy_objective as scipy_objective
 from rulekit._pullback import Pullback as Pullback
 from rulekit._pullback import value_and_pullback as value_and_pullback
 from rulekit._scan import scan as scan
-from rulekit._transforms import elementwise_grad as elementwise_grad
-from rulekit._transforms import hessian as hessian
-from rulekit._transforms import hvp as hvp
-from rulekit._transforms import jacfwd as jacfwd
-from rulekit._transforms import jacrev as jacrev
-from rulekit._transforms import jvp as jvp
-from rulekit._transforms import stop_gradient as stop_gradient
-from rulekit._transforms import vjp as vjp
 
 # isort: split
 # -- errors: what rulekit raises on purpose --------------------------------------------
@@ -114,3 +107,38 @@ from rulekit._errors import TracingError as TracingError
 from rulekit._errors import untraced_write_error as untraced_write_error
 
 __version__ = "0.1.0"
+
+# (the transformations of docs/forward-and-higher-order.md, in the engine's group above, are
+# imported on first use, so that `import rulekit` stays light: `_LAZY` names their modules)
+_LAZY = {
+    "ScipyObjective": "rulekit._optimize",
+    "scipy_objective": "rulekit._optimize",
+    **dict.fromkeys(
+        ("elementwise_grad", "hessian", "hvp", "jacfwd", "jacrev", "jvp", "stop_gradient", "vjp"),
+        "rulekit._transforms",
+    ),
+}
+if typing.TYPE_CHECKING:
+    from rulekit._optimize import ScipyObjective as ScipyObjective
+    from rulekit._optimize import scipy_objective as scipy_objective
+    from rulekit._transforms import elementwise_grad as elementwise_grad
+    from rulekit._transforms import hessian as hessian
+    from rulekit._transforms import hvp as hvp
+    from rulekit._transforms import jacfwd as jacfwd
+    from rulekit._transforms import jacrev as jacrev
+    from rulekit._transforms import jvp as jvp
+    from rulekit._transforms import stop_gradient as stop_gradient
+    from rulekit._transforms import vjp as vjp
+
+
+def __getattr__(name: str) -> typing.Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'rulekit' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # (later lookups skip this function)
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

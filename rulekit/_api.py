@@ -16,7 +16,6 @@ from rulekit._engine._trace import Tracer, describe, is_active_leaf, output_codu
 from rulekit._engine._traced import Traced
 from rulekit._errors import TracingError, subclass_error
 from rulekit._layout import exact_layout_possible, zeros_like_exact
-from rulekit._nested import nested_value_and_grad
 from rulekit._tangents import NoFData, NoRData, zero_fdata, zero_rdata, zero_tangent
 
 __all__ = [
@@ -199,6 +198,8 @@ class ValueAndGrad:
         if nums is None:
             nums = self._nums[len(args)] = _argnums(self.argnums, len(args), fname)
         if nesting():  # inside another transformation: the differentiable (nested) mode
+            from rulekit._nested import nested_value_and_grad  # (on first use: light import)
+
             value, aux, grads = nested_value_and_grad(
                 self.f, args, kwargs, nums, self.has_aux, fname
             )

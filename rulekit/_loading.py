@@ -139,15 +139,23 @@ class RuleLoader:
         if not pending or self._busy.modules:
             return
         modules = sys.modules
-        due = [p for p in pending if p.trigger is None or p.trigger in modules]
-        for p in due:
-            mod = modules.get(p.module)
-            if mod is not None and _initializing(mod):
-                mod = importlib.import_module(p.module)  # (waits for another thread's import)
-                if _initializing(mod):
-                    return  # (this thread is importing it)
-        for p in due:
-            self._load(p)
+        tried: set[_Pending] = set()
+        while True:  # (a module loaded may defer more whose trigger is imported: scipy's)
+            due = [
+                p for p in self._pending
+                if p not in tried and (p.trigger is None or p.trigger in modules)
+            ]  # fmt: skip
+            if not due:
+                return
+            for p in due:
+                mod = modules.get(p.module)
+                if mod is not None and _initializing(mod):
+                    mod = importlib.import_module(p.module)  # (waits for another thread)
+                    if _initializing(mod):
+                        return  # (this thread is importing it)
+            for p in due:
+                tried.add(p)
+                self._load(p)
 
     def load_all(self, package: str | None = None) -> None:
         """Import the entry points and every deferred module now, whatever its trigger

@@ -9,7 +9,6 @@ from typing import Any
 from rulekit._api import _differentiable, _GradBuffers, _gradient, _own_layout
 from rulekit._engine._levels import nesting
 from rulekit._engine._trace import Tracer, untrace
-from rulekit._nested import nested_vjp
 from rulekit._tangents import NoTangent
 
 __all__ = ["Pullback", "value_and_pullback"]
@@ -28,6 +27,8 @@ class Pullback:
 
     def __call__(self, dy: Any, *args: Any) -> tuple[Any, tuple[Any, ...]]:
         if nesting():  # inside another transformation: the differentiable (nested) mode
+            from rulekit._nested import nested_vjp  # (on first use: light import)
+
             value, fn, _ = nested_vjp(self.f, args, False)
             return value, fn(dy)
         with self._lock:

@@ -25,10 +25,11 @@ from numpy.lib.mixins import NDArrayOperatorsMixin
 
 from rulekit._engine._array_methods import ArrayMethods
 from rulekit._engine._primal_only import PRIMAL_ONLY
-from rulekit._engine._refusals import finished_level, inner_into_outer, leak
+from rulekit._engine._refusals import finished_level, index_refusal, inner_into_outer, leak
 from rulekit._engine._state import trace_state
 from rulekit._errors import MissingRuleError, TracingError
 from rulekit._functions import function_name
+from rulekit._registry import registry
 from rulekit._signature import signature_of
 
 __all__ = ["Level", "LevelValue", "active_levels", "base_array", "defers", "dispatch", "inexact",
@@ -92,6 +93,7 @@ class Level:
         self.depth = -1
 
     def __enter__(self) -> Level:
+        registry.load_pending()  # (rule packages due now, before f calls anything: scipy's)
         stack = _levels.stack
         self.depth = len(stack)
         stack.append(self)
@@ -327,7 +329,7 @@ class LevelValue(ArrayMethods, NDArrayOperatorsMixin):
         raise leak("complex() was applied to", sys._getframe(1))
 
     def __index__(self) -> int:
-        raise leak("a traced value was used as an index: __index__ was applied to")
+        raise index_refusal(sys._getframe(1))
 
     def item(self, *args: Any) -> Any:
         raise leak(".item() was applied to")
