@@ -10,7 +10,6 @@ of derivatives compose: `jacfwd(grad(f))` (forward over reverse: `hessian`'s and
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -361,6 +360,12 @@ def elementwise_grad(f: Callable[..., Any], argnum: int = 0) -> Callable[..., An
     return egrad
 
 
+def _fresh_scalar(v: Any) -> Any:
+    """A new scalar object of `v`'s value and type (x·1.0: −0.0, NaN and a NumPy scalar's
+    dtype kept; `+x` of a Python float is the very object, which reads as a write into it)."""
+    return v * 1.0
+
+
 def stop_gradient(x: Any) -> Any:
     """The value of `x` with no derivative, at every level (JAX's `lax.stop_gradient`,
     torch's `detach`): a new array, so later writes into `x` do not change it."""
@@ -369,7 +374,7 @@ def stop_gradient(x: Any) -> Any:
         if isinstance(v, LevelValue):
             return stop(v.primal)
         if isinstance(v, Traced):  # (recorded: a compiled replay recomputes it)
-            return _primal_call(v, operator.pos if v.scalar else np.copy, (v,), {})
+            return _primal_call(v, _fresh_scalar if v.scalar else np.copy, (v,), {})
         return np.copy(v) if isinstance(v, np.ndarray) else v
 
     return map_leaves(stop, x)

@@ -178,6 +178,27 @@ def test_stop_gradient_value_is_a_copy() -> None:
     assert d["b"][1] == 1
 
 
+@pytest.mark.parametrize("s", [0.3, -0.0, np.float32(0.3), np.float64(-2.5), 0.5 - 1.5j])
+def test_stop_gradient_of_a_traced_scalar(s: Any) -> None:
+    """A traced Python or NumPy scalar: its value (sign of −0.0 and dtype kept), no
+    derivative, in the reverse engine (where `+s` of a Python float is s itself) and
+    nested. d/ds [s·stop(s)] = s (conj for the complex gradient convention)."""
+    stopped: list[Any] = []
+
+    def f(s: Any) -> Any:
+        t = rulekit.stop_gradient(s)
+        stopped.append(t)
+        return np.real(s * t)
+
+    grad = rulekit.grad(f)
+    for _ in range(2):  # (and on a second call of one object)
+        assert grad(s) == pytest.approx(np.conj(s) if isinstance(s, complex) else s)
+        t = stopped.pop()
+        assert type(t) is type(s) and np.signbit(np.real(t)) == np.signbit(np.real(s))
+    if not isinstance(s, complex):
+        assert rulekit.hessian(lambda s: s**2 * rulekit.stop_gradient(s))(s) == pytest.approx(2 * s)
+
+
 def test_stop_gradient_blocks_every_level() -> None:
     x = np.array([0.5, -1.5, 2.0])
 
