@@ -5,6 +5,9 @@
 # ruff: noqa: I001  (the imports below are in registration order)
 from rules.scipy.stats import distributions as distributions  # norm, t, beta, gamma, chi2, poisson
 from rules.scipy.stats import multivariate as multivariate  # multivariate_normal, dirichlet
+
+# forward rules and differentiable pullbacks (after the reverse rules: same patterns, examples)
+from rules.scipy.stats import forward as forward
 from rules.scipy.stats.distributions import (
     beta as beta,
     chi2 as chi2,
