@@ -24,6 +24,7 @@ import numpy as np
 
 from rulekit._cotangents import unbroadcast
 from rulekit._dual import Dual
+from rulekit._functions import call
 from rulekit._registry import forward_registry, vjp_registry
 
 __all__ = ["elementwise_frule", "elementwise_vjp", "linear_frule", "linear_vjp", "register_both",
@@ -75,7 +76,7 @@ def elementwise_frule(decl: Any) -> Callable[..., Dual]:
         xs = [a.x for a in args]
         if kw:
             kw, xs = decl._keywords(kw, xs)
-        y = fn(*xs, **kw)
+        y = call(fn, xs, kw)
         need = [a.dx is not None and _inexact(a.x) for a in args]
         if not any(need) or not _inexact(y):
             return Dual(y, None)
@@ -100,7 +101,7 @@ def elementwise_vjp(decl: Any) -> Callable[..., tuple[Any, Any]]:
         xs_ = list(xs)
         if kw:
             kw, xs_ = decl._keywords(kw, xs_)
-        y = fn(*xs_, **kw)
+        y = call(fn, xs_, kw)
         need = [bool(k) and _inexact(x) for k, x in zip(active, xs_, strict=True)]
 
         def pullback(g: Any) -> tuple[Any, ...]:
@@ -146,14 +147,14 @@ def linear_frule(decl: Any) -> Callable[..., Dual]:
 
     def rule(f: Dual, *args: Dual, **kw: Any) -> Dual:
         xs = [a.x for a in args]
-        y = fn(*xs, **kw)
+        y = call(fn, xs, kw)
         present = [i for i in argnums if i < len(args)]
         if not _has_tangent(args, present) or not _carries(y):
             return Dual(y, None)
         targs = list(xs)
         for i in present:
             targs[i] = _fill(xs[i], args[i].dx)
-        return Dual(y, tangent(*targs, **kw))
+        return Dual(y, call(tangent, targs, kw))
 
     rule.__name__ = rule.__qualname__ = f"{decl.name}_frule"
     rule.__doc__ = f"ẏ = {decl.name}(ẋ) (from its linear declaration)."
@@ -185,7 +186,7 @@ def linear_vjp(decl: Any) -> Callable[..., tuple[Any, Any]] | None:
     fn, pairs = decl.fn, list(zip(decl.argnums, decl.adjoints, strict=True))
 
     def rule(active: Sequence[bool], *xs: Any, **kw: Any) -> tuple[Any, Any]:
-        y = fn(*xs, **kw)
+        y = call(fn, xs, kw)
 
         def pullback(g: Any) -> tuple[Any, ...]:
             out: list[Any] = [None] * len(xs)

@@ -22,12 +22,12 @@ from __future__ import annotations
 import functools
 import sys
 import types
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
 
-__all__ = ["FunctionWrapper", "function_name", "set_name", "set_names"]
+__all__ = ["FunctionWrapper", "call", "function_name", "set_name", "set_names"]
 
 
 class FunctionWrapper:
@@ -181,3 +181,15 @@ def function_name(f: Any) -> str:
     else:
         module = _public_module(module, name)
     return f"{module}.{name}"
+
+
+_METHOD = type(np.ndarray.astype)
+
+
+def call(f: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
+    """`f(*args, **kwargs)`, with an ndarray method (`np.ndarray.astype`) called as the first
+    argument's own method: a NumPy scalar and a traced value have it too, but the
+    descriptor applies to ndarrays only."""
+    if isinstance(f, _METHOD) and args:
+        return getattr(args[0], f.__name__)(*args[1:], **kwargs)
+    return f(*args, **kwargs)

@@ -48,10 +48,14 @@ def zeros_like_value(x: Any) -> Any:
 
 
 def _cast(g: Any, x: Any) -> Any:
-    """Gradient `g` of input `x` in x's shape; real for a real x."""
+    """Gradient `g` of input `x` in x's shape and dtype (as the outermost engine gives it:
+    a float32 x's gradient is float32 however f computed); real for a real x."""
     px = plain(x)
     if np.iscomplexobj(plain(g)) and not np.iscomplexobj(px):
         g = np.real(g)
+    dt = np.result_type(px)
+    if dt.kind in "fc" and np.result_type(plain(g)) != dt:
+        g = np.astype(g, dt)
     shape = np.shape(px)
     if np.shape(g) != shape:
         g = np.reshape(g, shape) if np.size(plain(g)) == int(np.prod(shape)) else g
@@ -188,11 +192,7 @@ class _NestedVJP:
         def grad_of(x: Any, t: Any) -> Any:
             if isinstance(t, ReverseValue) and t.level is level:
                 g = leaves.get(id(t.node))
-                if g is None:
-                    return zeros_like_value(x)
-                if np.iscomplexobj(plain(g)) and not np.iscomplexobj(plain(x)):
-                    g = np.real(g)
-                return g
+                return zeros_like_value(x) if g is None else _cast(g, x)
             return zeros_like_value(x)
 
         return tuple(map_leaves(grad_of, a, t) for a, t in zip(self.args, self.targs, strict=True))

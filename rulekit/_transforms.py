@@ -190,7 +190,8 @@ def _assemble(columns: list[Any], out_shape: tuple[int, ...], in_shape: tuple[in
     if not columns:
         return np.zeros(out_shape + in_shape, dtype)
     # (a scalar becomes a 1-vector by a product: reshaping a traced scalar has no rule)
-    flat = [np.reshape(c, (-1,)) if np.ndim(plain(c)) else c * np.ones(1) for c in columns]
+    flat = [np.reshape(c, (-1,)) if np.ndim(plain(c)) else c * np.ones(1, np.result_type(plain(c)))
+            for c in columns]  # fmt: skip
     j = np.stack(flat, axis=0 if rows else 1)  # rows: (out, in); columns: (out, in)
     return np.reshape(j, out_shape + in_shape)
 

@@ -25,7 +25,14 @@ from numpy.lib.mixins import NDArrayOperatorsMixin
 
 from rulekit._engine._array_methods import ArrayMethods
 from rulekit._engine._primal_only import PRIMAL_ONLY
-from rulekit._engine._refusals import finished_level, index_refusal, inner_into_outer, leak
+from rulekit._engine._refusals import (
+    finished_level,
+    index_refusal,
+    inner_into_outer,
+    keyword_tangent,
+    leak,
+)  # fmt: skip
+from rulekit._engine._scalar_calls import scalars_as_arrays
 from rulekit._engine._state import trace_state
 from rulekit._errors import MissingRuleError, TracingError
 from rulekit._functions import function_name
@@ -168,20 +175,13 @@ class Level:
             _, reg = self.table.lookup_call(f, plain_args)
         except MissingRuleError as e:
             if owned:
-                raise self._keyword_error(f, owned) from None
+                raise keyword_tangent(function_name(f), owned, self.rule_kind) from None
             return self._without_rule(f, args, kwargs, e)
         except TypeError:  # (unhashable arguments: a slow lookup)
             reg = self.table.lookup(signature_of(f, *plain_args))
         if owned and not getattr(reg.impl, "keyword_tangents", False):
-            raise self._keyword_error(f, owned)
+            raise keyword_tangent(function_name(f), owned, self.rule_kind)
         return self.apply(reg.impl, f, args, kwargs)
-
-    def _keyword_error(self, f: Any, names: list[str]) -> TracingError:
-        return TracingError(
-            f"{function_name(f)} was called with a differentiated value as a keyword "
-            f"argument ({', '.join(names)}=), and its {self.rule_kind} takes derivatives of "
-            "positional arguments only. Fix: pass it positionally."
-        )
 
     def _into_out(self, f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """`f(..., out=o)`: computed, then written into `o` (a scalar is rebound)."""
@@ -207,6 +207,9 @@ class Level:
     ) -> Any:
         """No rule: trace through a Python implementation; answer a call whose result has no
         derivative on the primals; refuse anything else (naming the missing rule)."""
+        retry = scalars_as_arrays(f, args, kwargs, self.owns, plain)
+        if retry is not None:  # (most rules take arrays: a NumPy scalar as a 0-d array)
+            return retry()
         impl = getattr(f, "_implementation", None)
         running = _falling_back.running
         if impl is not None and hasattr(impl, "__code__") and f not in running:
@@ -372,8 +375,6 @@ class LevelValue(ArrayMethods, NDArrayOperatorsMixin):
             yield self[i]
 
     def __getitem__(self, idx: Any) -> Any:
-        import operator
-
         return dispatch(operator.getitem, (self, idx), {})
 
     def __setitem__(self, idx: Any, value: Any) -> None:

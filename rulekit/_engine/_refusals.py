@@ -16,7 +16,8 @@ from rulekit._engine._state import trace_state
 from rulekit._errors import TracingError, untraced_write_error
 
 __all__ = [
-    "finished_level", "index_refusal", "inner_into_outer", "leak", "refuse", "subclass_caller",
+    "finished_level", "index_refusal", "inner_into_outer", "keyword_tangent", "leak", "refuse",
+    "subclass_caller",
 ]  # fmt: skip
 
 
@@ -114,4 +115,13 @@ def inner_into_outer() -> TracingError:
         "outer one (`outer[i] = inner_value`). Fix: build the result functionally "
         "(np.stack / np.concatenate / np.where) inside the inner function and return it, or "
         "make the array inside the inner function."
+    )
+
+
+def keyword_tangent(name: str, keywords: list[str], rule_kind: str) -> TracingError:
+    """The error for a differentiated keyword argument of a rule that takes positional ones."""
+    return TracingError(
+        f"{name} was called with a differentiated value as a keyword argument "
+        f"({', '.join(keywords)}=), and its {rule_kind} takes derivatives of positional "
+        "arguments only. Fix: pass it positionally."
     )

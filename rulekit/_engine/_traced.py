@@ -35,6 +35,7 @@ from rulekit._engine._refusals import (
     refuse,
     subclass_caller,
 )
+from rulekit._engine._scalar_calls import scalars_as_arrays
 from rulekit._engine._tape import Tape
 from rulekit._engine._wrappers import suggest_wrapper
 from rulekit._errors import TracingError, subclass_error
@@ -70,6 +71,14 @@ def _primal_call(t: Traced, func: Any, args: Any, kwargs: Any) -> Any:
     if t.tape.tracking:
         return t.tape.primal(func, args, kwargs)
     return _on_primals(func, args, kwargs)
+
+
+def _is_traced(a: Any) -> bool:
+    return isinstance(a, Traced)
+
+
+def _primal_value(a: Any) -> Any:
+    return a.cd.x if isinstance(a, Traced) else a
 
 
 class _Fallbacks(threading.local):
@@ -128,9 +137,14 @@ class Traced(ArrayMethods, NDArrayOperatorsMixin):
         if func in PRIMAL_ONLY:  # no derivative: answer on the primal values, as numpy would
             return _primal_call(self, func, args, kwargs)
         impl = getattr(func, "_implementation", None)
-        fallback = None
+        fallback = scalars_as_arrays(func, args, kwargs, _is_traced, _primal_value)
         running = _falling_back.running
-        if impl is not None and hasattr(impl, "__code__") and func not in running:
+        if (
+            fallback is None
+            and impl is not None
+            and hasattr(impl, "__code__")
+            and (func not in running)
+        ):
             # Without a rule, a function written in Python on top of other numpy
             # functions is traced through: its implementation runs on traced values.
             # Not re-entrantly: np.max's implementation calls `x.max()`, which is
@@ -249,7 +263,9 @@ class Traced(ArrayMethods, NDArrayOperatorsMixin):
     # -- methods (each routes to the numpy function with a rule) ---------------
 
     def astype(self, dtype: Any, *args: Any, **kwargs: Any) -> Any:
-        return self.tape.call(np.ndarray.astype, (self, dtype, *args), kwargs)
+        call = (self, dtype, *args)
+        retry = scalars_as_arrays(np.ndarray.astype, call, kwargs, _is_traced, _primal_value)
+        return self.tape.call(np.ndarray.astype, call, kwargs, retry)
 
     # Integer-valued queries carry no derivative: answer them on the primal.
     def argmax(self, *args: Any, **kwargs: Any) -> Any:

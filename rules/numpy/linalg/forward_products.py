@@ -106,7 +106,9 @@ def _norm_weight(x: Any, o: Any, axes: tuple[int, ...], matrix: bool, yk: Any) -
 
 
 def _kept(x: Any, y: Any, o: Any, axes: tuple[int, ...]) -> Any:
-    """The norm with the reduced axes kept (length 1)."""
+    """The norm with the reduced axes kept (length 1); a 0-d x's norm is |x| itself."""
+    if np.ndim(x) == 0:
+        return y * np.ones((), dtype_of(y))
     if len(axes) <= 2:
         return np.linalg.norm(x, o, axes, keepdims=True)
     return y * np.ones((1,) * np.ndim(x), dtype_of(y))

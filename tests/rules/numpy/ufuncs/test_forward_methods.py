@@ -179,8 +179,7 @@ def _objective(fn: Any, extra: tuple[Any, ...], kw: dict[str, Any], cplx: bool =
     def f(v: Any) -> Any:
         y = fn(v * (1.0 + 0.5j) if cplx else v, *extra, **kw)
         y2 = np.abs(y) ** 2 if cplx else y**2
-        # (np.sum of a 0-d value has no reverse rule under reverse-over-forward: docs)
-        return np.sum(y2) if np.ndim(y2) else y2
+        return np.sum(y2)  # (of a 0-d value too)
 
     return f
 
