@@ -21,6 +21,7 @@ TracingError instead of giving a wrong value.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 from typing import Any
 
@@ -29,6 +30,7 @@ import numpy as np
 from rulekit._cotangents import unbroadcast
 from rulekit._engine._levels import Level, LevelValue, base_array, inexact, plain
 from rulekit._errors import TracingError
+from rulekit._functions import function_name
 from rulekit._registry import vjp_registry
 
 __all__ = ["Node", "ReverseLevel", "ReverseValue"]
@@ -38,12 +40,15 @@ class Node:
     """One recorded call: its pullback and, per positional argument, where the argument
     came from (`(node, output index)`, a list of those for a list argument, or None)."""
 
-    __slots__ = ("n_out", "parents", "pullback")
+    __slots__ = ("f", "n_out", "parents", "pullback")
 
-    def __init__(self, pullback: Callable[..., Any] | None, parents: list[Any], n_out: int) -> None:
+    def __init__(
+        self, pullback: Callable[..., Any] | None, parents: list[Any], n_out: int, f: Any = None
+    ) -> None:
         self.pullback = pullback
         self.parents = parents
         self.n_out = n_out  # 0: a single output; k: a tuple of k outputs
+        self.f = f  # (the function called: named when its pullback fails)
 
 
 class ReverseValue(LevelValue):
@@ -104,7 +109,7 @@ class ReverseLevel(Level):
         prims = self.primal_of(args)
         y, pullback = impl(active, *prims, **kwargs)
         many = isinstance(y, tuple)  # (a namedtuple too: slogdet, eigh, svd, qr)
-        node = Node(pullback, parents, len(y) if many else 0)
+        node = Node(pullback, parents, len(y) if many else 0, f)
         self.nodes.append(node)
         if many:
             outs = [self._wrap(e, node, i, prims) for i, e in enumerate(y)]
@@ -168,7 +173,8 @@ class ReverseLevel(Level):
                 gv = np.real(gv)
             return (np.where(mask, 0, g), None, unbroadcast(gv, vshape) if vshape else np.sum(gv))
 
-        node = Node(setitem_pullback, [(target.node, target.index), None, self._where(value)], 0)
+        node = Node(setitem_pullback, [(target.node, target.index), None, self._where(value)], 0,
+                    operator.setitem)  # fmt: skip
         self.nodes.append(node)
         target.primal, target.node, target.index = new, node, None
         nb = base_array(new)
@@ -194,7 +200,14 @@ class ReverseLevel(Level):
                 continue
             if node.n_out:
                 ct = tuple(ct)
-            res = node.pullback(ct)
+            try:
+                res = node.pullback(ct)
+            except TracingError as e:  # (on values of an enclosing transformation)
+                raise TracingError(
+                    f"the differentiable pullback of {function_name(node.f)} "
+                    f"({getattr(node.pullback, '__qualname__', node.pullback)}) cannot be "
+                    f"differentiated again: {e}"
+                ) from e
             if len(res) != len(node.parents):
                 raise TracingError(
                     f"the pullback {getattr(node.pullback, '__qualname__', node.pullback)} "

@@ -25,6 +25,7 @@ puts there.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -33,6 +34,7 @@ from rulekit import CoDual, Vararg, example, linear, rrule
 from rules._support.arguments import sequence_fdata
 from rules._support.cotangents import NO_R, accumulate_sequence, no_pullback, no_rdata, unbroadcast
 from rules._support.examples import randn
+from rules._support.forward import register_like
 from rules._support.outputs import new_output
 from rules._support.patterns import InexactArray, Seq
 from rules._support.shape import view_or_new, writable
@@ -60,11 +62,6 @@ def _output(x: CoDual, y: Any, n: int, adjoint: Any) -> tuple[CoDual, Any]:
         return result
 
     return out, select_pullback
-
-
-def _zeros_for(x: np.ndarray, g: Any) -> np.ndarray:
-    """Zeros of x's shape that can hold cotangent g (x̄ contributions are built in it)."""
-    return np.zeros(x.shape, np.result_type(x, g))
 
 
 # -- take, take_along_axis ------------------------------------------------------------------
@@ -240,13 +237,28 @@ def _writable_view(x: CoDual, y: Any, fn: Any, *rest: Any, **kwargs: Any) -> tup
     return view_or_new(x, y, lambda d, *a, **k: writable(fn(d, *a, **k)), *rest, **kwargs)
 
 
-def _diagonal_adjoint(
-    g: Any, a: np.ndarray, offset: int = 0, axis1: int = 0, axis2: int = 1
-) -> np.ndarray:
-    """y = diagonal(x, k, a₁, a₂)  ⇒  diagonal(x̄, k, a₁, a₂) += ȳ (ȳ broadcast: trace)."""
-    z = _zeros_for(a, g)
-    writable(np.diagonal(z, offset, axis1, axis2))[...] = g
-    return z
+def _dtype(v: Any) -> np.dtype:
+    return v.dtype if hasattr(v, "dtype") else np.result_type(v)  # (a traced value's too)
+
+
+def _diagonal_adjoint(g: Any, a: Any, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Any:
+    """y = diagonal(x, k, a₁, a₂)  ⇒  x̄ = ȳ on that diagonal, 0 elsewhere (ȳ broadcast:
+    trace). Built functionally, so that the pullback is differentiable again: ȳ padded
+    along the diagonal's rows (k ≥ 0: x̄[i, i+k] = ȳᵢ) or columns (k < 0: x̄[j−k, j] = ȳⱼ),
+    spread over them and kept on the diagonal's mask by np.where."""
+    shape = np.shape(a)
+    a1, a2 = axis1 % len(shape), axis2 % len(shape)
+    n1, n2 = shape[a1], shape[a2]
+    rest = tuple(n for d, n in enumerate(shape) if d not in (a1, a2))
+    length = max(0, min(n1, n2 - offset) if offset >= 0 else min(n1 + offset, n2))
+    dt = np.result_type(_dtype(a), _dtype(g))
+    G = g * np.ones((*rest, length), dt)
+    m = n1 if offset >= 0 else n2
+    if m > length:
+        G = np.concatenate([G, np.zeros((*rest, m - length), dt)], axis=-1)
+    G = G[..., :, None] if offset >= 0 else G[..., None, :]
+    z = np.where(np.eye(n1, n2, offset, dtype=bool), G, np.zeros((), dt))
+    return np.moveaxis(z, (-2, -1), (a1, a2))
 
 
 linear(
@@ -302,6 +314,31 @@ linear(
         example(randn(2, 2, dtype=np.float32), dtype=np.dtype(np.float64)),
     ],
 )
+
+
+_TRACE_ARGS = ("offset", "axis1", "axis2", "dtype", "out")
+
+
+def trace_vjp(active: Sequence[bool], a: Any, *rest: Any, **kw: Any) -> tuple[Any, Any]:
+    """y = trace(x, offset, a₁, a₂) ⇒ x̄ = ȳ on that diagonal: the differentiable pullback
+    (`_diagonal_adjoint`, functional; the reverse rule adds into x̄ in place instead)."""
+    o = {**dict(zip(_TRACE_ARGS, rest, strict=False)), **kw}
+    y = np.trace(a, *rest, **kw)
+
+    def pullback(g: Any) -> tuple[Any, ...]:
+        none = (None,) * len(rest)
+        if g is None or not active[0]:
+            return (None, *none)
+        k, a1, a2 = o.get("offset", 0), o.get("axis1", 0), o.get("axis2", 1)
+        ga = _diagonal_adjoint(np.expand_dims(g, -1) if np.ndim(g) else g, a, k, a1, a2)
+        if _dtype(ga).kind == "c" and _dtype(a).kind != "c":
+            ga = np.real(ga)
+        return (ga if _dtype(ga) == _dtype(a) else np.astype(ga, _dtype(a)), *none)
+
+    return y, pullback
+
+
+register_like(np.trace, vjp=trace_vjp)
 
 
 def _triu_examples() -> list[Any]:

@@ -288,6 +288,37 @@ def test_a_function_without_a_forward_rule_is_named(registrations: None) -> None
         rulekit.hessian(reverse_only)(x)
 
 
+def _plain_buffer(x: Any) -> Any:
+    return np.sin(x)
+
+
+plain_buffer = rulekit.primitive(_plain_buffer)
+
+
+def _plain_buffer_vjp(active: Any, x: Any) -> Any:
+    def pullback(g: Any) -> Any:
+        z = np.zeros(np.shape(x))  # (a plain array: a traced ȳ cannot be written into it)
+        z[...] = g * np.cos(x)
+        return (z,)
+
+    return np.sin(x), pullback
+
+
+def test_a_pullback_that_cannot_be_differentiated_again_is_named(registrations: None) -> None:
+    """A differentiable pullback that works on plain values but not on traced ones (it writes
+    into a plain buffer): the error names the function and its pullback."""
+    x = _values(12, (3,))
+    rulekit.registry.add("rrule", plain_buffer, (Array[np.float64, 1],),
+                         rulekit.build_rrule(_plain_buffer, x))  # fmt: skip
+    rulekit.vjp_registry.add("vjp", plain_buffer, (Array[np.float64, 1],), _plain_buffer_vjp)
+    close(rulekit.vjp(plain_buffer, x)[1](np.ones(3))[0], np.cos(x), 1e-12)  # (plain: works)
+    for mode in ("forward-over-reverse", "reverse-over-reverse"):
+        with pytest.raises(
+            TracingError, match=r"pullback of .*_plain_buffer.*differentiated again"
+        ):
+            rulekit.hessian(lambda x: np.sum(plain_buffer(x) ** 2), mode=mode)(x)
+
+
 def test_a_value_of_a_finished_transformation_is_refused() -> None:
     x, v = _values(11, (3,)), np.ones(3)
     kept: list[Any] = []
