@@ -189,6 +189,10 @@ def linear_vjp(decl: Any) -> Callable[..., tuple[Any, Any]] | None:
         y = call(fn, xs, kw)
 
         def pullback(g: Any) -> tuple[Any, ...]:
+            if isinstance(y, (tuple, list)) and isinstance(g, (tuple, list)):  # (np.split's
+                # pieces: those without a cotangent get zeros, as the reverse engine gives)
+                g = type(y)(np.zeros(np.shape(e), e.dtype) if c is None else c
+                            for e, c in zip(y, g, strict=True))  # fmt: skip
             out: list[Any] = [None] * len(xs)
             for i, adjoint in pairs:
                 if i < len(xs) and active[i]:

@@ -91,10 +91,10 @@ class ForwardLevel(Level):
                 f"returned {type(out).__name__}, not a rulekit.Dual(y, ẏ)."
             )
         y, dy = out.x, out.dx
-        if isinstance(y, tuple):  # (a namedtuple too: slogdet, eigh, svd, qr)
+        if isinstance(y, (tuple, list)):  # (a namedtuple: slogdet, eigh, ...; a list: split)
             dys = (None,) * len(y) if dy is None else dy
             outs = [self._wrap(e, d, duals) for e, d in zip(y, dys, strict=True)]
-            return type(y)(*outs) if hasattr(y, "_fields") else tuple(outs)
+            return type(y)(*outs) if hasattr(y, "_fields") else type(y)(outs)
         return self._wrap(y, dy, duals)
 
     def _wrap(self, y: Any, dy: Any, duals: list[Dual]) -> Any:

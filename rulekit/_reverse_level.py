@@ -108,12 +108,12 @@ class ReverseLevel(Level):
         active = tuple(p is not None for p in parents)
         prims = self.primal_of(args)
         y, pullback = impl(active, *prims, **kwargs)
-        many = isinstance(y, tuple)  # (a namedtuple too: slogdet, eigh, svd, qr)
+        many = isinstance(y, (tuple, list))  # (a namedtuple: slogdet, eigh, ...; a list: split)
         node = Node(pullback, parents, len(y) if many else 0, f)
         self.nodes.append(node)
         if many:
             outs = [self._wrap(e, node, i, prims) for i, e in enumerate(y)]
-            out = type(y)(*outs) if hasattr(y, "_fields") else tuple(outs)
+            out = type(y)(*outs) if hasattr(y, "_fields") else type(y)(outs)
         else:
             out = self._wrap(y, node, None, prims)
         return out

@@ -197,7 +197,9 @@ def like_frule(f: Dual, a: Dual, *args: Dual, **kw: Any) -> Dual:
     active = a.dx is not None or (fill is not None and fill.dx is not None)
     if not active or not inexact(y):
         return Dual(y, None)
-    t = zeros_of(y)
+    # (traced by an enclosing transformation, y's zeros are too: a buffer that receives its
+    # values' tangents by writes; reverse over forward writes traced tangents into it)
+    t = zeros_of(y) if isinstance(y, (np.ndarray, np.generic)) else np.zeros_like(y)
     if fill is not None and fill.dx is not None:
         t = shaped_like(t + fill.dx, y)
     return Dual(y, t)
