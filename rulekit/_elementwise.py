@@ -262,9 +262,15 @@ class Elementwise:
             )
         if kw.get("dtype") is None:
             return kw, xs
+        # numpy's own casting and loop errors (dtype=int on floats, np.sin(..., dtype=int)),
+        # from a call on 0-d stand-ins of the operands' dtypes (Python numbers as they are)
+        self.fn(*[v if isinstance(v, (int, float, complex)) else np.zeros((), v.dtype)
+                  for v in xs], **kw)  # fmt: skip
         kw = dict(kw)
         d = np.dtype(kw.pop("dtype"))
-        return kw, [np.asarray(v, dtype=d) if type(v) is _nd else d.type(v) for v in xs]
+        # (np.astype dispatches: an operand traced by an enclosing transformation stays so)
+        return kw, [d.type(v) if isinstance(v, (int, float, complex)) else np.astype(v, d)
+                    for v in xs]  # fmt: skip
 
     # -- fast paths ---------------------------------------------------------------------------
 

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 import scipy.special as sp
 from fdcheck import EVERY_LAYOUT, check_grads, check_pullback
+from forward_rules import fd_hessian
 
 import rulekit
 import rules  # noqa: F401  (the bundled rules of the numpy code around the declared functions)
@@ -179,6 +180,45 @@ def test_refused_keywords_and_dtype_casting() -> None:
     with pytest.raises(NotImplementedError, match="where="):
         rulekit.grad(lambda v: np.sum(sp.erfcx(v, where=v > 0)))(x)
     check_pullback(lambda v: sp.erfcx(v, dtype=np.float32), x)  # float32 evaluation
+
+
+CAST_CALLS = {  # name → (f, whether numpy accepts it)
+    "add-int": (lambda v: np.add(v, v, dtype=int), False),  # float → int: not same_kind
+    "sin-int": (lambda v: np.sin(v, dtype=np.int64), False),  # no integer loop
+    "multiply-float32": (lambda v: np.multiply(v, 2.0, dtype=np.float32), True),
+    "scalar-float32": (lambda v: np.multiply(v[0], 2.0, dtype=np.float32) * v, True),
+    "exp-complex": (lambda v: np.real(np.exp(v, dtype=np.complex128)), True),
+    "unsafe-int": (lambda v: np.multiply(v, 2.0, dtype=np.int32, casting="unsafe") + v, True),
+}
+
+
+@pytest.mark.parametrize("name", CAST_CALLS)
+def test_dtype_keyword_casts_as_numpy_does(name: str) -> None:
+    """dtype= on traced operands: numpy's casting and loop errors, raised by every engine
+    (the operands were cast unsafely before: a zero gradient, or sin of truncated values);
+    an accepted cast differentiated through, in forward mode and to second order."""
+    f, accepted = CAST_CALLS[name]
+    x = np.array([0.5, 1.5])
+    runs = {
+        "grad": lambda: rulekit.grad(lambda v: np.sum(f(v) ** 2))(x),
+        "jvp": lambda: rulekit.jvp(f, (x,), (np.ones(2),))[1],
+        "hessian": lambda: rulekit.hessian(lambda v: np.sum(f(v) ** 2))(x),
+    }
+    if not accepted:
+        with pytest.raises(TypeError) as numpy_error:
+            f(x)
+        for run in runs.values():
+            with pytest.raises(type(numpy_error.value), match=str(numpy_error.value)[:30]):
+                run()
+        return
+    single = "float32" in name  # (float32 values: a wider step; f is a polynomial here)
+    h, tol = (1e-2, 1e-2) if single else (1e-6, 1e-6)
+    fd = (np.sum(f(x + h) ** 2) - np.sum(f(x - h) ** 2)) / (2 * h)  # (along ones)
+    np.testing.assert_allclose(np.sum(runs["grad"]()), fd, rtol=tol)
+    y_dot = (f(x + h) - f(x - h)) / (2 * h)
+    np.testing.assert_allclose(runs["jvp"](), y_dot, rtol=tol, atol=tol)
+    ref = fd_hessian(lambda v: np.sum(f(v) ** 2), x, h=1e-2 if single else 1e-5)
+    np.testing.assert_allclose(runs["hessian"](), ref, rtol=10 * tol, atol=10 * tol)
 
 
 def test_activity_test_and_accumulate() -> None:
