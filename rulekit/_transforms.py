@@ -15,10 +15,18 @@ from typing import Any
 
 import numpy as np
 
-from rulekit._api import _argnums, _is_int, grad
+from rulekit._api import _argnums, grad
 from rulekit._engine._levels import LevelValue, inexact, nesting, plain
 from rulekit._engine._traced import Traced, _primal_call
 from rulekit._errors import TracingError
+from rulekit._jacobians import (
+    check_float_leaves,
+    jacobian_tree,
+    tree_basis,
+    tree_leaves,
+    tree_rebuild,
+    unit_basis,
+)
 from rulekit._layout import zeros_like_exact
 from rulekit._nested import jvp_values, map_leaves, nested_vjp, zeros_like_value
 from rulekit._pullback import Pullback
@@ -171,76 +179,6 @@ def _partial(f: Callable[..., Any], args: tuple[Any, ...], nums: tuple[int, ...]
     return g
 
 
-def _basis(x: Any) -> list[Any]:
-    """The unit vectors of `x`'s shape (its dtype; one per element, C order)."""
-    p = plain(x)
-    shape, dt = np.shape(p), np.result_type(p)
-    n = int(np.prod(shape))
-    out = []
-    for k in range(n):
-        e = np.zeros(n, dt)
-        e[k] = 1
-        out.append(e.reshape(shape))
-    return out
-
-
-def _assemble(columns: list[Any], out_shape: tuple[int, ...], in_shape: tuple[int, ...],
-              dtype: Any, rows: bool) -> Any:  # fmt: skip
-    """Stack per-element derivatives into a Jacobian of shape out_shape + in_shape."""
-    if not columns:
-        return np.zeros(out_shape + in_shape, dtype)
-    # (a scalar becomes a 1-vector by a product: reshaping a traced scalar has no rule)
-    flat = [np.reshape(c, (-1,)) if np.ndim(plain(c)) else c * np.ones(1, np.result_type(plain(c)))
-            for c in columns]  # fmt: skip
-    j = np.stack(flat, axis=0 if rows else 1)  # rows: (out, in); columns: (out, in)
-    return np.reshape(j, out_shape + in_shape)
-
-
-def _leaves(tree: Any) -> list[Any]:
-    """The leaves of an output: tuples, lists and dicts are containers (None is a leaf)."""
-    if isinstance(tree, (tuple, list)):
-        return [leaf for e in tree for leaf in _leaves(e)]
-    if isinstance(tree, dict):
-        return [leaf for e in tree.values() for leaf in _leaves(e)]
-    return [tree]
-
-
-def _rebuild(tree: Any, leaves: list[Any]) -> Any:
-    """`tree`'s structure with its leaves replaced by `leaves`, in order."""
-    it = iter(leaves)
-
-    def build(t: Any) -> Any:
-        if isinstance(t, (tuple, list)):
-            vals = [build(e) for e in t]
-            return type(t)(*vals) if hasattr(t, "_fields") else type(t)(vals)
-        if isinstance(t, dict):
-            return {k: build(e) for k, e in t.items()}
-        return next(it)
-
-    return build(tree)
-
-
-def _jacobian_tree(out: Any, args: tuple[Any, ...], nums: tuple[int, ...], argnums: Any,
-                   derivs: Callable[[int, int], list[Any]], rows: bool) -> Any:  # fmt: skip
-    """JAX's Jacobian structure: `out`'s structure, each leaf replaced by its Jacobian with
-    respect to the differentiated argument (a tuple over them for a tuple `argnums`), of
-    shape leaf.shape + argument.shape. `derivs(l, k)`: leaf l's derivatives per element of
-    argument k (columns) or per element of leaf l (rows); a non-float leaf gets zeros."""
-    jac_leaves = []
-    for m, leaf in enumerate(_leaves(out)):
-        pl, jk = plain(leaf), []
-        for k, i in enumerate(nums):
-            pa = plain(args[i])
-            shape = np.shape(pl) + np.shape(pa)
-            if inexact(leaf):
-                jk.append(_assemble(derivs(m, k), np.shape(pl), np.shape(pa),
-                                    np.result_type(pl, pa), rows))  # fmt: skip
-            else:
-                jk.append(np.zeros(shape, np.result_type(pa)))
-        jac_leaves.append(jk[0] if _is_int(argnums) else tuple(jk))
-    return _rebuild(out, jac_leaves)
-
-
 def jacfwd(f: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Any:
     """The Jacobian of `f` by forward mode, one `jvp` per input element (JAX's `jacfwd`):
     shape `output.shape + input.shape`; a tuple `argnums` gives a tuple of Jacobians, and
@@ -248,21 +186,22 @@ def jacfwd(f: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: boo
 
     def jacobian(*args: Any) -> Any:
         nums = _argnums(argnums, len(args), _name(f))
+        check_float_leaves(args, nums, _name(f))
         g = _partial(f, args, nums)
         xs = tuple(args[j] for j in nums)
         passes = [
             [jvp_values(g, xs, tuple(e if j == k else None for j in range(len(nums))), has_aux)
-             for e in _basis(args[i])]
+             for e in tree_basis(args[i])]
             for k, i in enumerate(nums)
         ]  # fmt: skip
         first = next((p[0] for p in passes if p), None)  # (out, tangent, aux) of one pass
         out, _, aux = first or jvp_values(g, xs, (None,) * len(nums), has_aux)
-        tangents = [[_leaves(p[1]) for p in ps] for ps in passes]
+        tangents = [[tree_leaves(p[1]) for p in ps] for ps in passes]
 
         def columns(m: int, k: int) -> list[Any]:
             return [t[m] for t in tangents[k]]
 
-        res = _jacobian_tree(out, args, nums, argnums, columns, rows=False)
+        res = jacobian_tree(out, args, nums, argnums, columns, rows=False)
         return (res, aux) if has_aux else res
 
     return jacobian
@@ -275,21 +214,25 @@ def jacrev(f: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: boo
 
     def jacobian(*args: Any) -> Any:
         nums = _argnums(argnums, len(args), _name(f))
+        check_float_leaves(args, nums, _name(f))
         g = _partial(f, args, nums)
         res = vjp(g, *(args[i] for i in nums), has_aux=has_aux)
         out, fn = res[0], res[1]
-        leaves = _leaves(out)
+        leaves = tree_leaves(out)
         zeros = [zeros_like_value(o) if inexact(o) else None for o in leaves]
 
         pulled: dict[int, list[Any]] = {}  # per output leaf: a pullback per element
 
         def rows(m: int, k: int) -> list[Any]:
             if m not in pulled:
-                cts = [_rebuild(out, [*zeros[:m], e, *zeros[m + 1 :]]) for e in _basis(leaves[m])]
+                cts = [
+                    tree_rebuild(out, [*zeros[:m], e, *zeros[m + 1 :]])
+                    for e in unit_basis(leaves[m])
+                ]
                 pulled[m] = [fn(ct) for ct in cts]
             return [r[k] for r in pulled[m]]
 
-        j = _jacobian_tree(out, args, nums, argnums, rows, rows=True)
+        j = jacobian_tree(out, args, nums, argnums, rows, rows=True)
         return (j, res[2]) if has_aux else j
 
     return jacobian

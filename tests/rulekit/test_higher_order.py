@@ -144,6 +144,66 @@ def test_hessian_of_a_matrix_argument(mode: str) -> None:
     assert_close(Hm, fd_hessian(f, A0), mode)
 
 
+def _flat_fd_hessian(f: Any, leaves: list[Any], rebuild: Any) -> Any:
+    """Differences of the reverse engine's gradient of f(rebuild(leaves)) in the leaves laid
+    end to end: (n, n)."""
+    sizes = [np.size(a) for a in leaves]
+    flat = np.concatenate([np.ravel(a) for a in leaves])
+
+    def unflat(v: Any) -> Any:
+        parts = np.split(v, np.cumsum(sizes)[:-1])
+        return rebuild([np.reshape(q, np.shape(a)) for q, a in zip(parts, leaves, strict=True)])
+
+    return fd_hessian(lambda v: f(unflat(v)), flat)
+
+
+@pytest.mark.parametrize("layout", ["C", "negative"])
+@pytest.mark.parametrize("how", ["jacfwd", "jacrev", *MODES])
+def test_pytree_arguments(how: str, layout: str) -> None:
+    """A dict (or tuple) argument, as JAX takes parameters: the Jacobian is the argument's
+    structure holding out.shape + leaf.shape; the Hessian a nested structure H[a][b];
+    every block against differences of the gradient, on two calls."""
+    w, b = relayout(_values(20, (2, 3)), layout), np.array(0.3)
+    params = {"w": w, "b": b}
+    x = np.array([0.5, -1.0, 2.0])
+
+    def f(p: Any) -> Any:
+        return np.sum(np.tanh(p["w"] @ x + p["b"]) ** 2) + p["b"] ** 3 * 4
+
+    def rebuild(leaves: list[Any]) -> Any:
+        return {"w": leaves[0], "b": leaves[1]}
+
+    with pytest.raises(TypeError, match=r"argument 0 of .* holds a int of dtype int64"):
+        (rulekit.hessian(f, mode=how) if how in MODES else getattr(rulekit, how)(f))(
+            {**params, "n": 4}  # (an int leaf: as grad and JAX, refused; pass it outside)
+        )
+    ref = _flat_fd_hessian(f, [w, b], rebuild)
+    if how in ("jacfwd", "jacrev"):
+        jac = getattr(rulekit, how)(lambda p: np.tanh(p["w"] @ x * p["b"]))
+        for _ in range(2):
+            J = jac(params)
+            assert set(J) == {"w", "b"} and J["w"].shape == (2, 2, 3) and J["b"].shape == (2,)
+            t = np.tanh(w @ x * b)
+            np.testing.assert_allclose(J["b"], (1 - t**2) * (w @ x), rtol=1e-12)
+        return
+    hess = rulekit.hessian(f, mode=how)
+    for _ in range(2):
+        Hm = hess(params)
+        full = np.block([[np.reshape(Hm[r][c], (np.size(params[r]), np.size(params[c])))
+                          for c in ("w", "b")] for r in ("w", "b")])  # fmt: skip
+        assert Hm["w"]["w"].shape == (2, 3, 2, 3) and Hm["w"]["b"].shape == (2, 3)
+        assert_close(full, ref, how)
+
+
+def test_tuple_argument_hessian_is_a_tuple_of_tuples() -> None:
+    t = (np.array([1.0, 2.0]), np.array([0.5, -1.5]))
+    Hm = rulekit.hessian(lambda t: np.sum(t[0] * t[1] ** 2))(t)
+    np.testing.assert_array_equal(Hm[0][0], np.zeros((2, 2)))
+    np.testing.assert_array_equal(Hm[0][1], np.diag(2 * t[1]))
+    np.testing.assert_array_equal(Hm[1][0], np.diag(2 * t[1]))
+    np.testing.assert_array_equal(Hm[1][1], np.diag(2 * t[0]))
+
+
 # -- hvp ------------------------------------------------------------------------------------
 
 

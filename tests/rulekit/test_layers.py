@@ -32,8 +32,8 @@ LAYERS: list[tuple[str, list[str]]] = [
     ("levels", ["rulekit._forward", "rulekit._reverse_level", "rulekit._nested"]),
     ("api", ["rulekit._api", "rulekit._pullback"]),
     ("transforms", ["rulekit._lifting", "rulekit._derived", "rulekit._scan_steps",
-                    "rulekit._scan", "rulekit._checkpoint", "rulekit._transforms",
-                    "rulekit._optimize"]),
+                    "rulekit._scan", "rulekit._checkpoint", "rulekit._jacobians",
+                    "rulekit._transforms", "rulekit._optimize"]),
     ("public", ["rulekit"]),
     ("cli", ["rulekit._cli", "rulekit.__main__"]),
 ]  # fmt: skip
