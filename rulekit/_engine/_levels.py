@@ -207,7 +207,7 @@ class Level:
     ) -> Any:
         """No rule: trace through a Python implementation; answer a call whose result has no
         derivative on the primals; refuse anything else (naming the missing rule)."""
-        retry = scalars_as_arrays(f, args, kwargs, self.owns, plain)
+        retry = scalars_as_arrays(f, args, kwargs, lambda v: getattr(v, "level", 0) is self, plain)
         if retry is not None:  # (most rules take arrays: a NumPy scalar as a 0-d array)
             return retry()
         impl = getattr(f, "_implementation", None)
