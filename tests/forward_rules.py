@@ -13,6 +13,20 @@ import numpy as np
 import rulekit
 from rulekit import Dual, forward_registry, vjp_registry
 
+#: The three ways of taking second derivatives (`rulekit.hessian(..., mode=)`).
+MODES = ("forward-over-reverse", "reverse-over-reverse", "reverse-over-forward")
+#: The second-order tests' (dtype, layout, mode): every mode in float64 C order, each other
+#: layout and float32 once, rotating through the modes: 8 of the 24 combinations. (A
+#: mode's handling of a layout is that of the first-order rules it runs, which the jvp and
+#: pullback tests check in every layout; the full product made these files minutes long.)
+HESSIAN_GRID: list[tuple[Any, str, str]] = [
+    *[(np.float64, "C", m) for m in MODES],
+    *[(np.float64, lay, m) for lay, m in zip(("F", "negative", "strided"), MODES, strict=True)],
+    (np.float32, "C", MODES[0]),
+    (np.float32, "negative", MODES[2]),
+]
+HESSIAN_IDS = [f"{np.dtype(d).name}-{lay}-{m}" for d, lay, m in HESSIAN_GRID]
+
 
 def frule_of(f: Any, *args: Any) -> Any:
     """The forward rule registered for `f(*args)` (looked up on the primal values)."""

@@ -15,13 +15,11 @@ from typing import Any
 
 import numpy as np
 import pytest
-from forward_rules import fd_hessian
+from forward_rules import MODES, fd_hessian
 
 import rulekit
 import rules  # noqa: F401  (registers the rules)
 from testutils._layouts import relayout
-
-MODES = ("forward-over-reverse", "reverse-over-reverse", "reverse-over-forward")
 
 SPLITS: dict[str, Callable[[Any], Any]] = {
     "split": lambda x: np.sum(np.split(x, [1, 3])[2] ** 3) + np.sum(np.split(x, 2)[0] ** 2),

@@ -13,13 +13,12 @@ from typing import Any
 
 import numpy as np
 import pytest
-from forward_rules import check_forward, check_pullback, check_twice, fd_hessian
+from forward_rules import MODES, check_forward, check_pullback, check_twice, fd_hessian
 
 import rulekit
 import rules  # noqa: F401  (registers the rules)
 from testutils._layouts import relayout
 
-MODES = ("forward-over-reverse", "reverse-over-reverse", "reverse-over-forward")
 LAYOUTS = ("C", "F", "negative", "strided")
 
 #: (id, fn, input shape, keywords)

@@ -13,13 +13,12 @@ from typing import Any
 
 import numpy as np
 import pytest
-from forward_rules import fd_hessian
+from forward_rules import HESSIAN_GRID, HESSIAN_IDS, MODES, fd_hessian
 
 import rulekit
 import rules  # noqa: F401  (registers the rules)
 from testutils._layouts import relayout
 
-MODES = ("forward-over-reverse", "reverse-over-reverse", "reverse-over-forward")
 LAYOUTS = ("C", "F", "negative", "strided")
 DTYPES = (np.float64, np.float32)
 COORDS = np.array([0.0, 1.0, 2.5, 4.0])
@@ -73,9 +72,7 @@ def test_gradient_jvp(case: Any, dtype: Any, layout: str) -> None:
         np.testing.assert_allclose(c, d, rtol=1e-6 if dtype == np.float32 else 1e-14)
 
 
-@pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("layout", LAYOUTS)
-@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("dtype,layout,mode", HESSIAN_GRID, ids=HESSIAN_IDS)
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_gradient_hessian(case: Any, dtype: Any, layout: str, mode: str) -> None:
     _, h, kw = case
@@ -173,9 +170,7 @@ def test_real_if_close_jvp(case: Any, layout: str) -> None:
     np.testing.assert_array_equal(t, np.real(v) if x.dtype != want.dtype else v)
 
 
-@pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("layout", LAYOUTS)
-@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("dtype,layout,mode", HESSIAN_GRID, ids=HESSIAN_IDS)
 @pytest.mark.parametrize("imag", [1e-18, 0.5])
 def test_real_if_close_hessian(imag: float, dtype: Any, layout: str, mode: str) -> None:
     """A function of real_if_close(x + iε) of a real x: its real part (ε negligible) or x

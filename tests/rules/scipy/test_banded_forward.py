@@ -13,13 +13,13 @@ from typing import Any
 import numpy as np
 import pytest
 import scipy.linalg
+from forward_rules import HESSIAN_GRID, HESSIAN_IDS, MODES
 
 import rulekit
 import rules.scipy.linalg  # noqa: F401  (routes scipy.linalg's names; defers the module below)
 from rules.scipy.banded_forward import band_matmul, band_outer, band_transpose
 from testutils._layouts import relayout
 
-MODES = ("forward-over-reverse", "reverse-over-reverse", "reverse-over-forward")
 LAYOUTS = ("C", "F", "negative", "strided")
 DTYPES = (np.float64, np.float32)
 BANDS = [(1, 1), (2, 1), (0, 2), (1, 0)]
@@ -101,9 +101,7 @@ def test_jvp(band: tuple[int, int], vec: bool, dtype: Any, layout: str) -> None:
     np.testing.assert_allclose(t, fd, rtol=tol, atol=tol)
 
 
-@pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("layout", LAYOUTS)
-@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("dtype,layout,mode", HESSIAN_GRID, ids=HESSIAN_IDS)
 @pytest.mark.parametrize("band", [(1, 1), (2, 1)], ids=str)
 def test_hessian(band: tuple[int, int], dtype: Any, layout: str, mode: str) -> None:
     """Σ x³ for x = solve_banded(ab + P[:, :4], B·P[:, 4:]) (matrix and vector solves) in the

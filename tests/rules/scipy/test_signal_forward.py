@@ -13,12 +13,12 @@ from typing import Any
 import numpy as np
 import pytest
 import scipy.signal
+from forward_rules import HESSIAN_GRID, HESSIAN_IDS, MODES
 
 import rulekit
 import rules.scipy.signal  # noqa: F401  (routes scipy.signal.convolve to the rules)
 from testutils._layouts import relayout
 
-MODES = ("forward-over-reverse", "reverse-over-reverse", "reverse-over-forward")
 LAYOUTS = ("C", "F", "negative", "strided")
 DTYPES = (np.float64, np.float32)
 
@@ -77,9 +77,7 @@ def test_jvp(case: Any, dtype: Any, layout: str) -> None:
     np.testing.assert_allclose(t1, conv(da, b), rtol=tol, atol=tol)
 
 
-@pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("layout", LAYOUTS)
-@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("dtype,layout,mode", HESSIAN_GRID, ids=HESSIAN_IDS)
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_hessian(case: Any, dtype: Any, layout: str, mode: str) -> None:
     """Σ conv(a, b²)³ in (a, b) together: a (3, n) array's rows 0–1 hold a, row 2 holds b

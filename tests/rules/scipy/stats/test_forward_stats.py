@@ -18,26 +18,15 @@ from typing import Any
 import numpy as np
 import pytest
 import scipy.stats as sst
-from forward_rules import fd_hessian, fd_jvp
+from forward_rules import HESSIAN_GRID, HESSIAN_IDS, MODES, fd_hessian, fd_jvp
 
 import rulekit
 import rules.scipy.stats  # noqa: F401  (routes scipy.stats's methods to the rules)
 from rules.scipy.stats.multivariate import SingularCovarianceError
 from testutils._layouts import relayout
 
-MODES = ("forward-over-reverse", "reverse-over-reverse", "reverse-over-forward")
 LAYOUTS = ("C", "F", "negative", "strided")
 DTYPES = (np.float64, np.float32)
-#: the hessians' (dtype, layout, mode): every mode in float64 C, every layout and float32 in
-#: one mode each, rotating (a mode's layout handling is the first-order rules', tested in
-#: every layout above; the full product took 2½ minutes of the suite's ten)
-HESSIAN_GRID = [
-    *[(np.float64, "C", m) for m in MODES],
-    *[(np.float64, lay, m) for lay, m in zip(LAYOUTS[1:], MODES, strict=True)],
-    (np.float32, "C", MODES[0]),
-    (np.float32, "negative", MODES[2]),
-]
-HESSIAN_IDS = [f"{np.dtype(d).name}-{lay}-{m}" for d, lay, m in HESSIAN_GRID]
 
 # family → (z range inside the support, shape parameter ranges, integer shapes for cdfs)
 FAMILIES: dict[str, tuple[tuple[float, float], list[tuple[float, float]], list[int]]] = {
