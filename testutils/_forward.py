@@ -11,7 +11,7 @@ The checks, in the order a failure is reported:
    mutated argument's value as the primal does;
 4. correctness — per differentiable argument j alone (the others constant, `dx is None`)
    and with every argument at once, the JVP against central finite differences of the
-   primal along random directions ẋ (`_fwdbase`):
+   primal along random directions ẋ (`_forward_vjp_shared`):
    ⟨ȳ, ẏ⟩ + Σ_{i mutated} ⟨rᵢ, ẋᵢ'⟩ ≈ FD, where ẋᵢ' is the tangent the rule left in a
    mutated argument (so it must equal the derivative of the mutated value); and again
    with every array argument (and tangent) in other layouts (F order, strided, negative
@@ -37,7 +37,14 @@ import numpy as np
 from rulekit import Dual, Example, TracingError, forward_registry
 from testutils._check import OUTPUT_RTOL
 from testutils._dottest import UncheckableInput, _converges, _within
-from testutils._fwdbase import FwdChecker, as_dx, example_options, full_sweep, tdot, wide_leaves
+from testutils._forward_vjp_shared import (
+    FwdChecker,
+    as_dx,
+    example_options,
+    full_sweep,
+    tdot,
+    wide_leaves,
+)
 from testutils._fwdtangents import constant_leaves, tangent_problem
 from testutils._reference import FDStep, FDTerm, Reference
 from testutils._trees import clone, same_value, tree_close
@@ -65,7 +72,7 @@ def check_frule(
     registered one; False: skip it). Raises `RuleCheckError` naming the failing check,
     argument and input; returns a `RuleReport` (`kind == "frule"`).
     """
-    from testutils._forward_more import consistency, layouts, statefulness
+    from testutils._forward_variants import consistency, layouts, statefulness
 
     start = time.perf_counter()
     ck = _FChecker(f, args, kwargs or {}, rule, rtol, atol, seed, reference, rrule)

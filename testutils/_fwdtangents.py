@@ -16,7 +16,7 @@ from testutils._reference import Reference
 from testutils._trees import clone, leaves, perturb, same_value
 
 if TYPE_CHECKING:
-    from testutils._fwdbase import FwdChecker
+    from testutils._forward_vjp_shared import FwdChecker
 
 __all__ = ["constant_leaves", "tangent_problem"]
 

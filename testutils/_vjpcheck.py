@@ -29,7 +29,7 @@ import numpy as np
 from rulekit import Example, vjp_registry
 from testutils._check import LAYOUT_VARIANTS, OUTPUT_RTOL
 from testutils._dottest import UncheckableInput, _within
-from testutils._fwdbase import (
+from testutils._forward_vjp_shared import (
     FwdChecker,
     as_dx,
     example_options,

@@ -10,7 +10,7 @@ import numpy as np
 from testutils._check import LAYOUT_VARIANTS
 from testutils._dottest import UncheckableInput
 from testutils._forward import _core, _FChecker, _FRun, _lhs, _run
-from testutils._fwdbase import later_call_failed, tdot, tnorm, wide_leaves
+from testutils._forward_vjp_shared import later_call_failed, tdot, tnorm, wide_leaves
 from testutils._layouts import VARIANT_NAMES, layout_key, relayout_values
 from testutils._reference import Reference
 from testutils._statecheck import AGREE, _perturbed
