@@ -8,13 +8,11 @@ from typing import Any
 import numpy as np
 
 from testutils._check import LAYOUT_VARIANTS
-from testutils._dottest import UncheckableInput
 from testutils._forward import _core, _FChecker, _FRun, _lhs, _run
-from testutils._forward_vjp_shared import later_call_failed, tdot, tnorm, wide_leaves
+from testutils._forward_vjp_shared import on_other_values, tdot, tnorm, wide_leaves
 from testutils._layouts import VARIANT_NAMES, layout_key, relayout_values
 from testutils._reference import Reference
-from testutils._statecheck import AGREE, _perturbed
-from testutils._trees import clone
+from testutils._statecheck import AGREE
 from testutils._verdict import RuleCheckError
 
 __all__ = ["consistency", "layouts", "statefulness"]
@@ -129,30 +127,18 @@ def consistency(ck: _FChecker, ref: Reference, first: _FRun) -> str:
 
 
 def statefulness(ck: _FChecker, ref: Reference, first: _FRun | None) -> str:
-    notes = []
-    b_values = _perturbed(ck.call, ck.seed)
-    if b_values is None:
-        notes.append("other values n/a (no perturbed inputs the primal accepts)")
-    else:
-        args_b, kwargs_b = ck.call.plain(clone(b_values))
-        sub = ck.derive(
-            tuple(args_b),
-            kwargs_b,
-            f"{ck.context} [a later call, on other values of the same shape]",
-        )
-        passed = sorted(set(ref.passed_at.values()), reverse=True)
-        steps = {j: passed for j in ref.passed_at}
+    passed = sorted(set(ref.passed_at.values()), reverse=True)
+    steps = {j: passed for j in ref.passed_at}
+
+    def check(sub: Any) -> None:
         try:
-            try:
-                _core(sub, sub.build_reference(fd=True, steps=steps, like=ref), alone=False)
-            except RuleCheckError as e:
-                if e.check not in ("correctness", "mutation") or not steps:
-                    raise
-                _core(sub, sub.build_reference(fd=True, like=ref))
-        except UncheckableInput as e:
-            notes.append(f"finite differences on other values n/a ({e})")
+            _core(sub, sub.build_reference(fd=True, steps=steps, like=ref), alone=False)
         except RuleCheckError as e:
-            raise later_call_failed(e) from None
+            if e.check not in ("correctness", "mutation") or not steps:
+                raise
+            _core(sub, sub.build_reference(fd=True, like=ref))
+
+    notes = on_other_values(ck, check)
     if first is not None:
         again = _run(ck, ref, first.active)
         assert again is not None

@@ -18,6 +18,7 @@ same number (its pullback starts from ȳ and the post-call cotangents rᵢ).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -35,8 +36,10 @@ from rulekit import (
 )
 from testutils._call import Call, fdata_like
 from testutils._check import RTOL
+from testutils._dottest import UncheckableInput
 from testutils._messages import describe_call, primal_label
 from testutils._reference import Reference
+from testutils._statecheck import _perturbed
 from testutils._trees import clone, clone_array, leaves, tree_map
 from testutils._verdict import RuleCheckError, RuleReport
 
@@ -65,6 +68,26 @@ def later_call_failed(e: RuleCheckError) -> RuleCheckError:
         e.signature,
         e.input,
     )
+
+
+def on_other_values(ck: Any, check: Callable[[Any], object]) -> list[str]:
+    """A later call of the rule under check on other values of the same shape: `check` runs
+    on a checker derived from `ck` with them. Returns what could not be checked (notes);
+    a failure is a statefulness failure (`later_call_failed`)."""
+    b_values = _perturbed(ck.call, ck.seed)
+    if b_values is None:
+        return ["other values n/a (no perturbed inputs the primal accepts)"]
+    args_b, kwargs_b = ck.call.plain(clone(b_values))
+    sub = ck.derive(
+        tuple(args_b), kwargs_b, f"{ck.context} [a later call, on other values of the same shape]"
+    )
+    try:
+        check(sub)
+    except UncheckableInput as e:
+        return [f"finite differences on other values n/a ({e})"]
+    except RuleCheckError as e:
+        raise later_call_failed(e) from None
+    return []
 
 
 def as_dx(v: Any, t: Any) -> Any:

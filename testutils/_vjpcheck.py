@@ -33,13 +33,13 @@ from testutils._forward_vjp_shared import (
     FwdChecker,
     as_dx,
     example_options,
-    later_call_failed,
+    on_other_values,
     tdot,
     wide_leaves,
 )
 from testutils._layouts import VARIANT_NAMES, layout_key, relayout_values
 from testutils._reference import Reference
-from testutils._statecheck import AGREE, _perturbed
+from testutils._statecheck import AGREE
 from testutils._trees import clone, max_abs, same_value, tree_close
 from testutils._verdict import RuleCheckError, RuleReport
 
@@ -347,23 +347,7 @@ def _layouts(ck: _VChecker, ref: Reference, first: list[Any]) -> None:
 
 
 def _statefulness(ck: _VChecker, ref: Reference, first: list[Any]) -> str:
-    notes = []
-    b_values = _perturbed(ck.call, ck.seed)
-    if b_values is None:
-        notes.append("other values n/a (no perturbed inputs the primal accepts)")
-    else:
-        args_b, kwargs_b = ck.call.plain(clone(b_values))
-        sub = ck.derive(
-            tuple(args_b),
-            kwargs_b,
-            f"{ck.context} [a later call, on other values of the same shape]",
-        )
-        try:
-            _core(sub, sub.build_reference(fd=False, like=ref))
-        except UncheckableInput as e:
-            notes.append(f"finite differences on other values n/a ({e})")
-        except RuleCheckError as e:
-            raise later_call_failed(e) from None
+    notes = on_other_values(ck, lambda sub: _core(sub, sub.build_reference(fd=False, like=ref)))
     again = _call(ck, ref, frozenset(ck.differentiable()), twice=False)
     try:
         _compare(
