@@ -73,7 +73,7 @@ def traced_rules(impl: Callable[..., Any]) -> tuple[Callable[..., Any], Callable
     def frule(f: Any, *args: Any, **kwargs: Any) -> Any:
         primals = tuple(a.x for a in args)
         tangents = tuple(a.dx for a in args)
-        if all(_no_tangent(t) for t in tangents):
+        if all(no_tangent(t) for t in tangents):
             return rulekit.Dual(impl(*primals, **kwargs), None)
         y, dy = rulekit.jvp(lambda *xs: impl(*xs, **kwargs), primals, tangents)
         return rulekit.Dual(y, dy)
@@ -88,17 +88,25 @@ def traced_rules(impl: Callable[..., Any]) -> tuple[Callable[..., Any], Callable
         return y, pullback
 
     name = getattr(impl, "__name__", "impl")
-    frule.__name__ = frule.__qualname__ = f"{name}_frule"
-    vjp.__name__ = vjp.__qualname__ = f"{name}_vjp"
-    frule.__doc__ = f"ẏ = jvp of {name} (its NumPy re-implementation, traced)."
-    vjp.__doc__ = f"x̄ = vjp of {name} (its NumPy re-implementation, traced)."
+    name_rules(frule, vjp, name, f"{name} (its NumPy re-implementation, traced)")
     return frule, vjp
 
 
-def _no_tangent(t: Any) -> bool:
+def no_tangent(t: Any) -> bool:
+    """Whether tangent `t` is None (a constant), also per element of a tuple/list argument."""
     if isinstance(t, (list, tuple)):
-        return all(_no_tangent(e) for e in t)
+        return all(no_tangent(e) for e in t)
     return t is None
+
+
+def name_rules(frule: Any, vjp: Any, name: str, what: str) -> None:
+    """Name the forward rule and differentiable pullback made for `name` from `what` (the
+    re-implementation they differentiate), for `rulekit rules` and error messages."""
+    frule.__name__ = frule.__qualname__ = f"{name}_frule"
+    frule.__doc__ = f"ẏ = jvp of {what}."
+    if vjp is not None:
+        vjp.__name__ = vjp.__qualname__ = f"{name}_vjp"
+        vjp.__doc__ = f"x̄ = vjp of {what}."
 
 
 def register_traced(f: Any, impl: Callable[..., Any]) -> None:

@@ -22,7 +22,7 @@ import numpy as np
 import rulekit
 from rulekit import CoDual, NoFData, NoRData
 from rules._support.cotangents import NO_F, accumulate_sequence
-from rules._support.forward import register_like, traced_rules
+from rules._support.forward import name_rules, no_tangent, register_like, traced_rules
 
 __all__ = ["composite", "register_traced_keywords"]
 
@@ -129,20 +129,13 @@ def _keyword_frule(impl: Callable[..., Any]) -> Callable[..., Any]:
         def call(*xs: Any) -> Any:
             return impl(*xs[:n], **rest, **dict(zip(names, xs[n:], strict=True)))
 
-        if all(_no_tangent(t) for t in tangents):
+        if all(no_tangent(t) for t in tangents):
             return rulekit.Dual(call(*primals), None)
         y, dy = rulekit.jvp(call, primals, tangents)
         return rulekit.Dual(y, dy)
 
     name = getattr(impl, "__name__", "impl")
-    frule.__name__ = frule.__qualname__ = f"{name}_frule"
-    frule.__doc__ = f"ẏ = jvp of {name} (its NumPy re-implementation, traced; keywords too)."
+    name_rules(frule, None, name, f"{name} (its NumPy re-implementation, traced; keywords too)")
     # (it takes keyword tangents: see rulekit.frule's doc)
     frule.keyword_tangents = True  # type: ignore[attr-defined]
     return frule
-
-
-def _no_tangent(t: Any) -> bool:
-    if isinstance(t, (list, tuple)):
-        return all(_no_tangent(e) for e in t)
-    return t is None

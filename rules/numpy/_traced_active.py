@@ -15,14 +15,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import rulekit
+from rules._support.forward import name_rules, no_tangent
 
 __all__ = ["active_traced_rules", "inexact_value"]
-
-
-def _no_tangent(t: Any) -> bool:
-    if isinstance(t, (list, tuple)):
-        return all(_no_tangent(e) for e in t)
-    return t is None
 
 
 def inexact_value(v: Any) -> bool:
@@ -42,7 +37,7 @@ def active_traced_rules(
 
     def frule(f: Any, *args: Any, **kwargs: Any) -> Any:
         xs = [a.x for a in args]
-        active = [i for i, a in enumerate(args) if not _no_tangent(a.dx)]
+        active = [i for i, a in enumerate(args) if not no_tangent(a.dx)]
         if refuse is not None:
             refuse(active, xs)
         if not active:
@@ -81,8 +76,5 @@ def active_traced_rules(
         return y, pullback
 
     name = getattr(impl, "__name__", "impl")
-    frule.__name__ = frule.__qualname__ = f"{name}_frule"
-    vjp.__name__ = vjp.__qualname__ = f"{name}_vjp"
-    frule.__doc__ = f"ẏ = jvp of {name} (its NumPy re-implementation) in the active arguments."
-    vjp.__doc__ = f"x̄ = vjp of {name} (its NumPy re-implementation) in the active arguments."
+    name_rules(frule, vjp, name, f"{name} (its NumPy re-implementation) in the active arguments")
     return frule, vjp

@@ -48,7 +48,13 @@ import scipy.stats as st
 import rulekit
 from rulekit import Dual
 from rules._support.binding import Binder
-from rules._support.forward import dual_tangent, dual_value, register_like
+from rules._support.forward import (
+    dual_tangent,
+    dual_value,
+    name_rules,
+    no_tangent,
+    register_like,
+)
 from rules.numpy._traced_active import inexact_value
 from rules.scipy.linalg import solve_triangular
 from rules.scipy.stats import distributions as _dist
@@ -66,12 +72,6 @@ Fn = Callable[..., Any]
 
 
 # -- the rules: jvp / vjp of a re-implementation, over the active arguments --------------------
-
-
-def _no_tangent(t: Any) -> bool:
-    if isinstance(t, (list, tuple)):
-        return all(_no_tangent(e) for e in t)
-    return t is None
 
 
 def stats_rules(
@@ -107,7 +107,7 @@ def stats_rules(
         b = bind(args, kwargs)
         values = {n: dual_value(v) for n, v in b.items()}
         tangents = {n: dual_tangent(v) for n, v in b.items()}
-        active = [n for n in names if not _no_tangent(tangents[n])]
+        active = [n for n in names if not no_tangent(tangents[n])]
         if not active:
             return Dual(impl(**values), None)
         refuse_active(active)
@@ -142,10 +142,7 @@ def stats_rules(
         return y, pullback
 
     name = qualname.replace("scipy.stats.", "").replace(".", "_")
-    frule.__name__ = frule.__qualname__ = f"{name}_frule"
-    vjp.__name__ = vjp.__qualname__ = f"{name}_vjp"
-    frule.__doc__ = f"ẏ = jvp of {qualname}'s NumPy re-implementation (keywords too)."
-    vjp.__doc__ = f"x̄ = vjp of {qualname}'s NumPy re-implementation (positional arguments)."
+    name_rules(frule, vjp, name, f"{qualname}'s NumPy re-implementation")
     frule.keyword_tangents = True  # type: ignore[attr-defined]  # (see rulekit.frule)
     return frule, vjp
 

@@ -7,13 +7,12 @@ reverse engine's gradient `rulekit.grad`."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pytest
 import scipy.linalg
-from forward_rules import HESSIAN_GRID, HESSIAN_IDS, MODES
+from forward_rules import HESSIAN_GRID, HESSIAN_IDS, MODES, fd_hessian
 
 import rulekit
 import rules.scipy.linalg  # noqa: F401  (routes scipy.linalg's names; defers the module below)
@@ -42,18 +41,6 @@ def _dense(ab: np.ndarray, lower: int, upper: int) -> np.ndarray:
         for j in range(max(0, i - lower), min(m, i + upper + 1)):
             A[i, j] = ab[upper + i - j, j]
     return A
-
-
-def _fd_hessian(f: Callable[[Any], Any], x: np.ndarray, h: float = 1e-5) -> np.ndarray:
-    """Central differences of the reverse engine's gradient (x widened to float64)."""
-    grad = rulekit.grad(f)
-    xw = np.asarray(x, np.float64)
-    H = np.zeros(x.shape + x.shape)
-    for k in np.ndindex(*x.shape):
-        e = np.zeros(x.shape)
-        e[k] = h
-        H[(..., *k)] = (np.asarray(grad(xw + e)) - np.asarray(grad(xw - e))) / (2 * h)
-    return H
 
 
 @pytest.mark.parametrize("band", BANDS, ids=str)
@@ -119,7 +106,7 @@ def test_hessian(band: tuple[int, int], dtype: Any, layout: str, mode: str) -> N
         x = scipy.linalg.solve_banded((lower, upper), ab, q[0, :4] * 2.0)
         return np.sum(X**3) + np.sum(x**3)
 
-    ref = _fd_hessian(f, p)
+    ref = fd_hessian(f, p)
     H = rulekit.hessian(f, mode=mode)(p)
     tol = 1e-3 if dtype == np.float32 else 1e-6
     np.testing.assert_allclose(H, ref, rtol=tol, atol=tol * (1 + np.max(np.abs(ref))))
@@ -135,5 +122,5 @@ def test_complex_ab(mode: str) -> None:
         return np.sum(np.abs(x) ** 2)
 
     p = np.array([1.1, 0.8])
-    np.testing.assert_allclose(rulekit.hessian(f, mode=mode)(p), _fd_hessian(f, p),
+    np.testing.assert_allclose(rulekit.hessian(f, mode=mode)(p), fd_hessian(f, p),
                                rtol=1e-6, atol=1e-8)  # fmt: skip

@@ -7,13 +7,12 @@ engine's gradient `rulekit.grad`."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pytest
 import scipy.signal
-from forward_rules import HESSIAN_GRID, HESSIAN_IDS, MODES
+from forward_rules import HESSIAN_GRID, HESSIAN_IDS, MODES, fd_hessian
 
 import rulekit
 import rules.scipy.signal  # noqa: F401  (routes scipy.signal.convolve to the rules)
@@ -37,18 +36,6 @@ def _arrays(shape1: Any, shape2: Any, dtype: Any, layout: str) -> tuple[Any, Any
     rng = np.random.default_rng(7)
     return (relayout(np.asarray(rng.normal(size=shape1), dtype), layout),
             relayout(np.asarray(rng.normal(size=shape2), dtype), layout))  # fmt: skip
-
-
-def _fd_hessian(f: Callable[[Any], Any], x: np.ndarray, h: float = 1e-5) -> np.ndarray:
-    """Central differences of the reverse engine's gradient (x widened to float64)."""
-    grad = rulekit.grad(f)
-    xw = np.asarray(x, np.float64)
-    H = np.zeros(x.shape + x.shape)
-    for k in np.ndindex(*x.shape):
-        e = np.zeros(x.shape)
-        e[k] = h
-        H[(..., *k)] = (np.asarray(grad(xw + e)) - np.asarray(grad(xw - e))) / (2 * h)
-    return H
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
@@ -94,7 +81,7 @@ def test_hessian(case: Any, dtype: Any, layout: str, mode: str) -> None:
         return np.sum(y**3)
 
     assert n1 + n2 == p.shape[1]
-    ref = _fd_hessian(f, p)
+    ref = fd_hessian(f, p)
     H = rulekit.hessian(f, mode=mode)(p)
     tol = 1e-3 if dtype == np.float32 else 1e-6
     np.testing.assert_allclose(H, ref, rtol=tol, atol=tol * (1 + np.max(np.abs(ref))))
@@ -113,7 +100,7 @@ def test_complex_and_zero_d(mode: str) -> None:
 
     p = rng.normal(size=10)
     H = rulekit.hessian(f, mode=mode)(p)
-    np.testing.assert_allclose(H, _fd_hessian(f, p), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(H, fd_hessian(f, p), rtol=1e-6, atol=1e-6)
 
     y, t = rulekit.jvp(lambda u, v: scipy.signal.convolve(u, v), (np.array(0.7), np.array(2.0)),
                        (np.array(1.0), np.array(0.5)))  # fmt: skip

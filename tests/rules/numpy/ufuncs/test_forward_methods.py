@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from forward_rules import check_forward, check_pullback, check_twice, jvp, vjp_of
+from forward_rules import check_forward, check_pullback, check_twice, fd_hessian, jvp, vjp_of
 
 import rulekit
 from testutils._layouts import relayout
@@ -184,22 +184,9 @@ def _objective(fn: Any, extra: tuple[Any, ...], kw: dict[str, Any], cplx: bool =
     return f
 
 
-def _fd_hessian(f: Any, x: np.ndarray, h: float) -> np.ndarray:
-    """Central differences of the reverse engine's gradient (in float64: x widened)."""
-    grad = rulekit.grad(f)
-    xw = np.asarray(x, np.float64) if x.dtype.itemsize <= 4 else x
-    H = np.zeros(x.shape + x.shape)
-    for k in np.ndindex(*x.shape):
-        e = np.zeros(x.shape)
-        e[k] = h
-        col = (np.asarray(grad(xw + e)) - np.asarray(grad(xw - e))) / (2 * h)
-        H[(..., *k)] = col
-    return H
-
-
 def _check_hessian(f: Any, x: np.ndarray, mode: str) -> None:
     single = x.dtype == np.float32
-    ref = _fd_hessian(f, x, 1e-5)
+    ref = fd_hessian(f, x, 1e-5)
     H = rulekit.hessian(f, mode=mode)(x)
     assert np.shape(H) == x.shape + x.shape
     assert np.asarray(H).dtype == x.dtype
